@@ -1,0 +1,144 @@
+/// The compact serialiser of SPEC §7.1.
+///
+/// No white space; UTF-8 with non-ASCII written as is; `/` not escaped; `"` `\` and the control
+/// characters escaped (`\b \f \n \r \t`, others as `\u00xx` in lowercase hex); objects in key
+/// order (``JSONObject`` keeps them so); doubles as ``writeDouble(_:)`` says.
+///
+/// A value type (copy-on-write) over raw memory: each call checks uniqueness once, then the
+/// inner loops append without further checks.
+public struct JSONWriter: Sendable {
+    @usableFromInline var storage: ByteStorage
+
+    public init(capacity: Int = 256) {
+        storage = ByteStorage(capacity: capacity)
+    }
+
+    /// Runs `body` with the buffer, after making it unique.
+    @inlinable
+    mutating func withSink<R>(_ body: (inout ByteSink) throws -> R) rethrows -> R {
+        if !isKnownUniquelyReferenced(&storage) {
+            storage = storage.copy()
+        }
+        var sink = ByteSink(base: storage.base, count: storage.count, capacity: storage.capacity)
+        defer {
+            storage.base = sink.base
+            storage.count = sink.count
+            storage.capacity = sink.capacity
+        }
+        return try body(&sink)
+    }
+
+    /// Number of bytes written.
+    @inlinable public var count: Int { storage.count }
+
+    /// The bytes written, as an array.
+    public var bytes: [UInt8] {
+        withUnsafeBytes { Array($0) }
+    }
+
+    /// The bytes written, as a string.
+    public var string: String {
+        withUnsafeBytes { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Calls `body` with the bytes written.
+    @inlinable
+    public func withUnsafeBytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        try body(UnsafeBufferPointer(start: storage.base, count: storage.count))
+    }
+
+    public mutating func removeAll() {
+        truncate(to: 0)
+    }
+
+    /// Drops what was written after the first `count` bytes.
+    public mutating func truncate(to count: Int) {
+        precondition(count >= 0 && count <= storage.count, "truncate beyond the written bytes")
+        withSink { $0.count = count }
+    }
+
+    // MARK: - Raw output
+
+    /// Appends ASCII text as is (punctuation, field names known not to need escapes).
+    @inlinable
+    public mutating func raw(_ text: StaticString) {
+        withSink { $0.append(text) }
+    }
+
+    @inlinable
+    public mutating func raw(_ byte: UInt8) {
+        withSink { $0.append(byte) }
+    }
+
+    /// Appends bytes as is.
+    @inlinable
+    public mutating func raw(_ bytes: UnsafeBufferPointer<UInt8>) {
+        withSink { $0.append(bytes) }
+    }
+
+    /// Appends bytes as is.
+    public mutating func raw(_ bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { buffer in withSink { $0.append(buffer) } }
+    }
+
+    // MARK: - Values
+
+    /// Writes a value in compact form.
+    public mutating func write(_ value: JSON) {
+        withSink { $0.write(value, PlainLevel.self) }
+    }
+
+    /// Writes an object, members in key order.
+    public mutating func write(_ object: JSONObject) {
+        write(.object(object))
+    }
+
+    /// Writes the compact JSON text of `value` as a JSON string (in double quotes, its quotes
+    /// and backslashes escaped): a v1 payload's `d` field, in one pass.
+    public mutating func writeAsJSONString(_ value: JSON) {
+        withSink { sink in
+            sink.append(0x22)
+            sink.write(value, NestedLevel.self)
+            sink.append(0x22)
+        }
+    }
+
+    /// Writes a decimal integer.
+    public mutating func writeInt(_ value: Int64) {
+        withSink { $0.writeInt(value) }
+    }
+
+    /// Writes a double: an integral value below 2^53 in magnitude as an integer (`1.0` → `1`,
+    /// `-0.0` → `0`); any other with the shortest digits that read back to the same double, in
+    /// decimal notation when 1e-4 ≤ |x| < 1e16 (`0.1`, `9007199254740994.0`), otherwise as
+    /// `d.ddde±NN` (`1e+21`, `1e-07`). Swift's `Double.description` has the same digits but
+    /// switches to exponents at 2^53, not 1e16, hence our own formatting.
+    public mutating func writeDouble(_ value: Double) {
+        withSink { $0.writeDouble(value) }
+    }
+
+    // MARK: - Strings
+
+    /// Writes a string in double quotes with the escapes of SPEC §7.1.
+    public mutating func writeString(_ text: String) {
+        withUTF8Bytes(text) { writeEscaped($0) }
+    }
+
+    /// Writes UTF-8 bytes as a JSON string in double quotes, escaping as SPEC §7.1 says.
+    public mutating func writeEscaped(_ text: UnsafeBufferPointer<UInt8>) {
+        withSink { $0.writeString(text, PlainLevel.self) }
+    }
+
+    /// Whether SPEC §7.1 writes this double as an integer: integral and below 2^53 in magnitude.
+    @inlinable
+    public static func isWrittenAsInteger(_ value: Double) -> Bool {
+        value.rounded(.towardZero) == value && abs(value) < 9_007_199_254_740_992
+    }
+
+    /// Length of the compact serialisation of `value`, without keeping it.
+    public static func serializedLength(of value: JSON) -> Int {
+        var writer = JSONWriter(capacity: 256)
+        writer.write(value)
+        return writer.count
+    }
+}
