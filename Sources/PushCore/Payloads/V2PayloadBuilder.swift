@@ -1,0 +1,57 @@
+/// Turns the event JSON into the JOSE compact serialisation carried in `evt` (SPEC §7.3):
+/// a JWS, or a JWE. Implemented by PushJOSE; the core only needs the result's length.
+public protocol EventSealer: Sendable {
+    /// The key id written as the payload's `kid` field: the encryption key's id when the event
+    /// is encrypted, `nil` when it is only signed.
+    var payloadKeyID: String? { get }
+
+    /// Seals the event JSON; returns the compact serialisation (ASCII).
+    func seal(_ eventJSON: [UInt8]) throws -> [UInt8]
+}
+
+/// Builds v2 data payloads (SPEC §7.3): `{"srv":"webcom",("kid":K,)"evt":E,"ver":"v2"}`, with
+/// the size rule of §7.4 applied to the final, sealed length.
+public struct V2PayloadBuilder: Sendable {
+    private var eventScratch = JSONWriter(capacity: 4096)
+    private let limit: Int
+
+    public init(limit: Int = PayloadLimit.bytes) {
+        self.limit = limit
+    }
+
+    /// Appends the data payload of `event` to `out`; returns the status chosen (`nil` for
+    /// noData and revocations).
+    @discardableResult
+    public mutating func build(_ event: Event, sealer: some EventSealer, into out: inout JSONWriter) throws
+        -> PayloadStatus?
+    {
+        let start = out.count
+        let statuses = EventWriter.statuses(for: event)
+        for (index, status) in statuses.enumerated() {
+            eventScratch.removeAll()
+            EventWriter.write(event, status: status, into: &eventScratch)
+            let token = try sealer.seal(eventScratch.bytes)
+            out.raw("{\"srv\":\"webcom\"")
+            if let kid = sealer.payloadKeyID {
+                out.raw(",\"kid\":")
+                out.writeString(kid)
+            }
+            out.raw(",\"evt\":\"")
+            out.raw(token)
+            out.raw("\",\"ver\":\"v2\"}")
+            let isLast = index == statuses.count - 1
+            if out.count - start < limit || isLast {
+                return event.mode == nil || event.mode == .noData ? nil : status
+            }
+            out.truncate(to: start)
+        }
+        preconditionFailure("unreachable: the last status always returns")
+    }
+
+    /// Length of the event JSON of `event` at `status`: the webhook size rule (§11.11) uses it.
+    public mutating func eventLength(_ event: Event, status: PayloadStatus) -> Int {
+        eventScratch.removeAll()
+        EventWriter.write(event, status: status, into: &eventScratch)
+        return eventScratch.count
+    }
+}

@@ -1,0 +1,51 @@
+import Foundation
+
+/// Runs the built `pushdispatch` executable.
+enum Executable {
+    /// `PUSHDISPATCH_BIN`, or the `pushdispatch` built next to the test bundle.
+    static var url: URL {
+        if let path = ProcessInfo.processInfo.environment["PUSHDISPATCH_BIN"] {
+            return URL(fileURLWithPath: path)
+        }
+        let testBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        return testBinary.deletingLastPathComponent().appendingPathComponent("pushdispatch")
+    }
+
+    struct Result {
+        var status: Int32
+        var stdout: String
+        var stderr: String
+        var lines: [String] {
+            var lines = stdout.components(separatedBy: "\n")
+            if lines.last == "" { lines.removeLast() }
+            return lines
+        }
+    }
+
+    /// Runs `pushdispatch arguments…` with `input` on standard input.
+    static func run(_ arguments: [String], input: String = "") throws -> Result {
+        let process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        let stdin = Pipe()
+        let stdout = Pipe()
+        let stderr = Pipe()
+        process.standardInput = stdin
+        process.standardOutput = stdout
+        process.standardError = stderr
+        try process.run()
+        // Write and read concurrently so large inputs cannot dead-lock on full pipes.
+        let writer = Thread {
+            stdin.fileHandleForWriting.write(Data(input.utf8))
+            try? stdin.fileHandleForWriting.close()
+        }
+        writer.start()
+        let out = stdout.fileHandleForReading.readDataToEndOfFile()
+        let err = stderr.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus,
+            stdout: String(decoding: out, as: UTF8.self),
+            stderr: String(decoding: err, as: UTF8.self))
+    }
+}
