@@ -63,32 +63,38 @@ struct ByteSink {
 
 /// Storage of a ``JSONWriter``: raw memory it owns.
 ///
+/// The buffer's pointer, count and capacity live behind a `let` pointer rather than in `var`
+/// properties, so that reading and updating them is not subject to Swift's dynamic exclusivity
+/// checks (which cost a runtime call per access to a class's stored `var`).
+///
 /// `@unchecked Sendable`: a `JSONWriter` mutates its storage only when it holds the sole
 /// reference (copy-on-write), so no storage is ever mutated while another value can read it.
 @usableFromInline
 final class ByteStorage: @unchecked Sendable {
-    @usableFromInline var base: UnsafeMutablePointer<UInt8>
-    @usableFromInline var count: Int
-    @usableFromInline var capacity: Int
+    @usableFromInline let state: UnsafeMutablePointer<ByteSink>
 
     @usableFromInline
     init(capacity: Int) {
         let capacity = max(capacity, 16)
-        base = UnsafeMutablePointer<UInt8>.allocate(capacity: capacity)
-        count = 0
-        self.capacity = capacity
+        state = UnsafeMutablePointer<ByteSink>.allocate(capacity: 1)
+        state.initialize(to: ByteSink(base: UnsafeMutablePointer<UInt8>.allocate(capacity: capacity), count: 0, capacity: capacity))
     }
+
+    @inlinable var count: Int { state.pointee.count }
+    @inlinable var base: UnsafeMutablePointer<UInt8> { state.pointee.base }
 
     @usableFromInline
     func copy() -> ByteStorage {
-        let other = ByteStorage(capacity: capacity)
-        other.base.update(from: base, count: count)
-        other.count = count
+        let other = ByteStorage(capacity: state.pointee.capacity)
+        other.state.pointee.base.update(from: state.pointee.base, count: state.pointee.count)
+        other.state.pointee.count = state.pointee.count
         return other
     }
 
     deinit {
-        base.deallocate()
+        state.pointee.base.deallocate()
+        state.deinitialize(count: 1)
+        state.deallocate()
     }
 }
 

@@ -19,13 +19,7 @@ public struct JSONWriter: Sendable {
         if !isKnownUniquelyReferenced(&storage) {
             storage = storage.copy()
         }
-        var sink = ByteSink(base: storage.base, count: storage.count, capacity: storage.capacity)
-        defer {
-            storage.base = sink.base
-            storage.count = sink.count
-            storage.capacity = sink.capacity
-        }
-        return try body(&sink)
+        return try body(&storage.state.pointee)
     }
 
     /// Number of bytes written.
