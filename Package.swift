@@ -7,9 +7,11 @@ let package = Package(
     products: [
         .executable(name: "pushdispatch", targets: ["pushdispatch"]),
         .library(name: "PushCore", targets: ["PushCore"]),
+        .library(name: "PushJOSE", targets: ["PushJOSE"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // The pure core: JSON, paths, data tree, diffs, payloads. Standard library only.
@@ -17,14 +19,30 @@ let package = Package(
             name: "PushCore",
             linkerSettings: [.linkedLibrary("m", .when(platforms: [.linux]))]
         ),
+        // JWS / JWE / JWK on swift-crypto; the v2 event sealers.
+        .target(
+            name: "PushJOSE",
+            dependencies: [
+                "PushCore",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
+        ),
         .executableTarget(
             name: "pushdispatch",
             dependencies: [
                 "PushCore",
+                "PushJOSE",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
+        .testTarget(
+            name: "PushJOSETests",
+            dependencies: ["PushJOSE", .product(name: "Crypto", package: "swift-crypto")]
+        ),
         .testTarget(name: "EndToEndTests", dependencies: ["PushCore"]),
     ],
     swiftLanguageModes: [.v6]

@@ -7,6 +7,15 @@ public protocol EventSealer: Sendable {
 
     /// Seals the event JSON; returns the compact serialisation (ASCII).
     func seal(_ eventJSON: [UInt8]) throws -> [UInt8]
+
+    /// The exact length `seal` will return for an event of `eventLength` bytes, when it is
+    /// known in advance (it is for every JOSE algorithm we use); `nil` otherwise. Lets the
+    /// size rule pick the status before sealing, so an event is sealed once.
+    func sealedLength(eventLength: Int) -> Int?
+}
+
+extension EventSealer {
+    public func sealedLength(eventLength: Int) -> Int? { nil }
 }
 
 /// Builds v2 data payloads (SPEC §7.3): `{"srv":"webcom",("kid":K,)"evt":E,"ver":"v2"}`, with
@@ -27,9 +36,21 @@ public struct V2PayloadBuilder: Sendable {
     {
         let start = out.count
         let statuses = EventWriter.statuses(for: event)
+        // {"srv":"webcom",("kid":K,)"evt":"…","ver":"v2"} around the token.
+        var shell = 36
+        if let kid = sealer.payloadKeyID {
+            var writer = JSONWriter(capacity: 32)
+            writer.writeString(kid)
+            shell += 7 + writer.count
+        }
         for (index, status) in statuses.enumerated() {
+            let isLast = index == statuses.count - 1
             eventScratch.removeAll()
             EventWriter.write(event, status: status, into: &eventScratch)
+            let predicted = sealer.sealedLength(eventLength: eventScratch.count).map { $0 + shell }
+            if let predicted, predicted >= limit, !isLast {
+                continue  // Too long whatever the token holds: try the smaller form.
+            }
             let token = try sealer.seal(eventScratch.bytes)
             out.raw("{\"srv\":\"webcom\"")
             if let kid = sealer.payloadKeyID {
@@ -39,7 +60,7 @@ public struct V2PayloadBuilder: Sendable {
             out.raw(",\"evt\":\"")
             out.raw(token)
             out.raw("\",\"ver\":\"v2\"}")
-            let isLast = index == statuses.count - 1
+            assert(predicted == nil || predicted == out.count - start, "sealedLength mispredicted the token length")
             if out.count - start < limit || isLast {
                 return event.mode == nil || event.mode == .noData ? nil : status
             }
