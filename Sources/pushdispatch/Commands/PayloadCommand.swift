@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushCore
+import PushJOSE
 
 struct PayloadCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -16,7 +17,15 @@ struct PayloadCommand: ParsableCommand {
     var keys: String?
 
     func run() throws {
-        var processor = PayloadLineProcessor()
+        var processor: PayloadLineProcessor
+        if let keys {
+            let factory = EventSealerFactory(keys: try loadKeyRing(keys))
+            processor = PayloadLineProcessor { request throws in
+                try factory.sealer(signing: request.signing, encryption: request.encryption)
+            }
+        } else {
+            processor = PayloadLineProcessor()
+        }
         var output = OutputBuffer(descriptor: 1)
         var reader = LineReader(descriptor: 0)
         var writer = JSONWriter(capacity: 8192)
