@@ -104,6 +104,16 @@ public struct EventSealerFactory: Sendable {
     public func sealer(signing: String?, encryption: EncryptionSpec?) throws(RequestError) -> any EventSealer {
         let signer = try signer(kid: signing)
         guard let encryption else { return SignedEventSealer(signer: signer) }
+        let encrypter = try encrypter(for: encryption)
+        if encrypter.keyAlgorithm.isAsymmetric {
+            return NestedEventSealer(signer: signer, encrypter: encrypter)
+        }
+        return EncryptedEventSealer(encrypter: encrypter)
+    }
+
+    /// The encrypter an `encryption` block asks for: the application's key for symmetric
+    /// algorithms, the device's public key (`jwk`) for asymmetric ones.
+    public func encrypter(for encryption: EncryptionSpec) throws(RequestError) -> JWEEncrypter {
         let keyAlgorithm: JWEKeyAlgorithm
         let content: JWEContentAlgorithm
         do {
@@ -131,9 +141,8 @@ public struct EventSealerFactory: Sendable {
                 throw RequestError("encryption.kid: missing, and the jwk has no kid; the payload must name the key")
             }
             do {
-                let encrypter = try JWEEncrypter(
+                return try JWEEncrypter(
                     keyAlgorithm: keyAlgorithm, contentAlgorithm: content, key: deviceKey, kid: kid, contentType: "JWT")
-                return NestedEventSealer(signer: signer, encrypter: encrypter)
             } catch {
                 throw RequestError("encryption: \(error)")
             }
@@ -148,8 +157,7 @@ public struct EventSealerFactory: Sendable {
             throw RequestError("encryption.kid: unknown kid \(quote(kid)) in the key set")
         }
         do {
-            let encrypter = try JWEEncrypter(keyAlgorithm: keyAlgorithm, contentAlgorithm: content, key: key, kid: kid)
-            return EncryptedEventSealer(encrypter: encrypter)
+            return try JWEEncrypter(keyAlgorithm: keyAlgorithm, contentAlgorithm: content, key: key, kid: kid)
         } catch {
             throw RequestError("encryption: \(error)")
         }

@@ -19,6 +19,8 @@ public struct JWK: Sendable {
     public struct RSAKey: @unchecked Sendable {
         public let publicKey: _RSA.Encryption.PublicKey
         public let privateKey: _RSA.Encryption.PrivateKey?
+        /// The same public key, for RS256 verification.
+        public let signingPublicKey: _RSA.Signing.PublicKey
         /// Big-endian modulus and exponent, as in the JWK's `n` and `e`.
         public let modulus: [UInt8]
         public let exponent: [UInt8]
@@ -157,8 +159,10 @@ public struct JWK: Sendable {
         case "RSA":
             let n = try bytes("n")!, e = try bytes("e")!
             let publicKey: _RSA.Encryption.PublicKey
+            let signingPublicKey: _RSA.Signing.PublicKey
             do {
                 publicKey = try _RSA.Encryption.PublicKey(n: n, e: e)
+                signingPublicKey = try _RSA.Signing.PublicKey(n: n, e: e)
             } catch {
                 throw .invalidKey("\(name): n, e is not an RSA public key (at least 2048 bits)")
             }
@@ -179,7 +183,9 @@ public struct JWK: Sendable {
                 }
             }
             material = .rsa(
-                RSAKey(publicKey: publicKey, privateKey: privateKey, modulus: n, exponent: e, privateMembers: privateMembers))
+                RSAKey(
+                    publicKey: publicKey, privateKey: privateKey, signingPublicKey: signingPublicKey, modulus: n, exponent: e,
+                    privateMembers: privateMembers))
         case "oct":
             let k = try bytes("k")!
             guard !k.isEmpty else { throw .invalidKey("\(name): k is empty") }

@@ -1,4 +1,5 @@
 import Crypto
+import CryptoExtras
 import PushCore
 
 /// Signature algorithms (RFC 7518 §3, RFC 8037).
@@ -6,12 +7,15 @@ public enum JWSAlgorithm: String, Sendable, CaseIterable {
     case es256 = "ES256"
     case hs256 = "HS256"
     case edDSA = "EdDSA"
+    /// Verification only: identity providers sign bearer tokens with RS256; we never do.
+    case rs256 = "RS256"
 
-    /// Bytes of a signature.
+    /// Bytes of a signature (RS256: the modulus length; 256 for 2048-bit keys).
     public var signatureLength: Int {
         switch self {
         case .es256, .edDSA: return 64
         case .hs256: return 32
+        case .rs256: return 256
         }
     }
 
@@ -28,7 +32,7 @@ public enum JWSAlgorithm: String, Sendable, CaseIterable {
         case .ecP256: return .es256
         case .ed25519: return .edDSA
         case .octet: return .hs256
-        case .rsa: throw .mismatch("\(key.label) cannot sign: RSA signatures are not supported; use ES256, HS256 or EdDSA")
+        case .rsa: return .rs256
         }
     }
 
@@ -49,6 +53,8 @@ public enum JWSAlgorithm: String, Sendable, CaseIterable {
             if secret.bitCount < 256 {
                 throw .mismatch("\(key.label) is too short for HS256: at least 256 bits (RFC 7518 §3.2)")
             }
+        case (.rs256, .rsa):
+            if signing { throw .mismatch("RS256 is accepted to verify bearer tokens only; sign with ES256, HS256 or EdDSA") }
         default:
             throw .mismatch("\(rawValue) needs \(requiredKey), and \(key.label) is not one")
         }
@@ -59,6 +65,7 @@ public enum JWSAlgorithm: String, Sendable, CaseIterable {
         case .es256: return "an EC P-256 key"
         case .edDSA: return "an OKP Ed25519 key"
         case .hs256: return "an oct key"
+        case .rs256: return "an RSA key"
         }
     }
 }
@@ -178,8 +185,9 @@ public enum JWS {
         case .octet(let secret):
             // Constant-time comparison of the MAC.
             valid = HMAC<SHA256>.isValidAuthenticationCode(signature, authenticating: signingInput, using: secret)
-        case .rsa:
-            valid = false
+        case .rsa(let rsa):
+            valid = rsa.signingPublicKey.isValidSignature(
+                _RSA.Signing.RSASignature(rawRepresentation: signature), for: signingInput, padding: .insecurePKCS1v1_5)
         }
         guard valid else { throw JOSEError(.badSignature) }
         return Verified(payload: payload, algorithm: algorithm, kid: header.kid, header: header.object)

@@ -58,7 +58,7 @@ public struct KeyRing: Sendable {
             case .ecP256(_, let privateKey): return privateKey != nil
             case .ed25519(_, let privateKey): return privateKey != nil
             case .octet: return key.use == KeyUse.signature.rawValue || key.alg == "HS256"
-            case .rsa: return false
+            case .rsa: return false  // RS256 verifies only
             }
         }
     }

@@ -1,15 +1,6 @@
 import Crypto
 import PushCore
 
-/// Where the service keeps its own signing keys (SPEC §7.3: "created once and kept in the
-/// store"). PushStore implements it; the newest key signs, all are published.
-public protocol ServiceKeyStore: Sendable {
-    /// The stored keys (private JWKs), oldest first.
-    func loadServiceKeys() async throws -> [JWK]
-    /// Stores a new key.
-    func saveServiceKey(_ key: JWK) async throws
-}
-
 /// The service's own ES256 signing key: used for applications that configure no signing key,
 /// published at `/.well-known/jwks.json`.
 public enum ServiceKey {
@@ -21,12 +12,15 @@ public enum ServiceKey {
         return JWK(material: material, kid: thumbprint, use: KeyUse.signature.rawValue, alg: JWSAlgorithm.es256.rawValue)
     }
 
-    /// The stored keys, after creating and storing one if there was none. The last one signs.
+    /// The stored keys (SPEC §7.3: "created once and kept in the store"), after creating and
+    /// storing one if there was none. The last one signs; all are published.
     public static func loadOrCreate(in store: some ServiceKeyStore) async throws -> [JWK] {
-        let keys = try await store.loadServiceKeys()
-        if !keys.isEmpty { return keys }
+        let stored = try await store.loadServiceKeys()
+        if !stored.isEmpty {
+            return try stored.enumerated().map { index, json in try JWK(json: json, where: "service key \(index)") }
+        }
         let key = generate()
-        try await store.saveServiceKey(key)
+        try await store.saveServiceKey(key.privateJSON, kid: key.kid!)
         return [key]
     }
 

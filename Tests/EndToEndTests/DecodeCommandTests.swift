@@ -96,9 +96,15 @@ struct DecodeCommandTests {
         #expect(try decodeError(encrypted, keys: try Self.writeKeySet(swapped)).hasPrefix(#"{"error":"wrong key: "#))
         // Malformed tokens and unsupported algorithms.
         #expect(try decodeError(#"{"srv":"webcom","evt":"x.y.z","ver":"v2"}"#).hasPrefix(#"{"error":"malformed token: "#))
-        let rs256 = Data(#"{"alg":"RS256","kid":"sig-es"}"#.utf8).base64EncodedString()
-            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        #expect(try decodeError(#"{"srv":"webcom","evt":"\#(rs256).e30.AAAA","ver":"v2"}"#) == #"{"error":"unsupported algorithm \"RS256\""}"#)
+        func header(_ json: String) -> String {
+            Data(json.utf8).base64EncodedString()
+                .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        }
+        let ps256 = header(#"{"alg":"PS256","kid":"sig-es"}"#)
+        #expect(try decodeError(#"{"srv":"webcom","evt":"\#(ps256).e30.AAAA","ver":"v2"}"#) == #"{"error":"unsupported algorithm \"PS256\""}"#)
+        // RS256 is known (bearer tokens), but an EC key cannot verify it.
+        let rs256 = header(#"{"alg":"RS256","kid":"sig-es"}"#)
+        #expect(try decodeError(#"{"srv":"webcom","evt":"\#(rs256).e30.AAAA","ver":"v2"}"#).hasPrefix(#"{"error":"key does not fit: "#))
     }
 
     @Test("payload without --keys refuses v2 lines but serves v1 ones")

@@ -2,9 +2,9 @@ import Foundation
 
 /// Runs the built `pushdispatch` executable.
 enum Executable {
-    /// `PUSHDISPATCH_BIN`, or the `pushdispatch` built next to the test bundle.
+    /// `TEST_PUSHDISPATCH_BIN`, or the `pushdispatch` built next to the test bundle.
     static var url: URL {
-        if let path = ProcessInfo.processInfo.environment["PUSHDISPATCH_BIN"] {
+        if let path = ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_BIN"] {
             return URL(fileURLWithPath: path)
         }
         let testBinary = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()

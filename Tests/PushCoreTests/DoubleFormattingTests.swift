@@ -4,8 +4,8 @@ import Testing
 
 @Suite("Double formatting (Schubfach) against Double.description")
 struct DoubleFormattingTests {
-    /// Iterations for the random sweep; raise with PUSHDISPATCH_DOUBLE_SWEEP for a long run.
-    static let sweep = Int(ProcessInfo.processInfo.environment["PUSHDISPATCH_DOUBLE_SWEEP"] ?? "") ?? 300_000
+    /// Iterations for the random sweep; raise with TEST_DOUBLE_SWEEP for a long run.
+    static let sweep = Int(ProcessInfo.processInfo.environment["TEST_DOUBLE_SWEEP"] ?? "") ?? 300_000
 
     func formatted(_ value: Double) -> String {
         var writer = JSONWriter()

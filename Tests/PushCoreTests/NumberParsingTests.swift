@@ -4,7 +4,7 @@ import Testing
 
 @Suite("Number parsing (Eisel–Lemire) against strtod")
 struct NumberParsingTests {
-    static let sweep = Int(ProcessInfo.processInfo.environment["PUSHDISPATCH_NUMBER_SWEEP"] ?? "") ?? 200_000
+    static let sweep = Int(ProcessInfo.processInfo.environment["TEST_NUMBER_SWEEP"] ?? "") ?? 200_000
 
     func parsedDouble(_ text: String) -> Double? {
         switch try? JSONParser.parse(text) {

@@ -4,7 +4,7 @@ import Testing
 @Suite("v1 payloads (SPEC §7.2, §7.4)")
 struct V1PayloadTests {
     func build(_ event: Event) -> (String, PayloadStatus?) {
-        var builder = V1PayloadBuilder()
+        let builder = V1PayloadBuilder()
         let (bytes, status) = builder.build(event)
         return (String(decoding: bytes, as: UTF8.self), status)
     }

@@ -38,13 +38,13 @@ struct ServiceKeyTests {
     /// A store in a JSON file: real persistence for the hook (PushStore keeps it in the database).
     struct FileStore: ServiceKeyStore {
         let url: URL
-        func loadServiceKeys() async throws -> [JWK] {
+        func loadServiceKeys() async throws -> [JSON] {
             guard let data = FileManager.default.contents(atPath: url.path) else { return [] }
-            return try KeyRing(jwkSetText: [UInt8](data)).keys
+            return try JSONParser.parse([UInt8](data))["keys"]!.arrayValue!
         }
-        func saveServiceKey(_ key: JWK) async throws {
-            let keys = try await loadServiceKeys() + [key]
-            let json = JSON.object(JSONObject([(Key("keys"), JSON.array(keys.map(\.privateJSON)))]))
+        func saveServiceKey(_ jwk: JSON, kid: String) async throws {
+            let keys = try await loadServiceKeys() + [jwk]
+            let json = JSON.object(JSONObject([(Key("keys"), JSON.array(keys))]))
             try Data(json.description.utf8).write(to: url)
         }
     }

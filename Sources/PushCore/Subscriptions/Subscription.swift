@@ -1,0 +1,133 @@
+/// Where a subscription's notifications go (SPEC §5).
+public enum SubscriptionKind: String, Sendable, CaseIterable {
+    /// Firebase Cloud Messaging; `context` is the device's FCM token.
+    case mobile
+    /// Huawei HMS Push Kit; `context` is the device's HMS token.
+    case huawei
+    /// A webhook of the application named by `destination`; `context` is passed to it.
+    case webhook
+}
+
+/// What makes a subscription unique (SPEC §5): the 6-tuple. Its `id` is derived from it.
+public struct SubscriptionTuple: Sendable, Hashable {
+    public var app: String
+    public var uid: String
+    public var kind: SubscriptionKind
+    /// The webhook's name (`webhook` only).
+    public var destination: String?
+    public var path: Path
+    /// The device token (`mobile`, `huawei`) or the webhook's context value.
+    public var context: String?
+
+    public init(app: String, uid: String, kind: SubscriptionKind, destination: String?, path: Path, context: String?) {
+        self.app = app
+        self.uid = uid
+        self.kind = kind
+        self.destination = destination
+        self.path = path
+        self.context = context
+    }
+
+    /// The bytes the id is derived from: each field as a 4-byte big-endian byte length and its
+    /// UTF-8 bytes, in the order app, uid, kind, destination, path (canonical), context; an
+    /// absent destination or context counts as the empty string.
+    public var canonicalBytes: [UInt8] {
+        var bytes: [UInt8] = []
+        for field in [app, uid, kind.rawValue, destination ?? "", path.string, context ?? ""] {
+            let utf8 = Array(field.utf8)
+            let n = UInt32(utf8.count)
+            bytes += [UInt8(n >> 24), UInt8(n >> 16 & 0xFF), UInt8(n >> 8 & 0xFF), UInt8(n & 0xFF)]
+            bytes += utf8
+        }
+        return bytes
+    }
+}
+
+/// A stored subscription: the tuple, what it asks for, and its lifetime.
+public struct Subscription: Sendable, Equatable {
+    /// Derived from the tuple (see `SubscriptionID` in PushJOSE): the same tuple gives the same id.
+    public var id: String
+    public var tuple: SubscriptionTuple
+    public var mode: Mode
+    public var format: PayloadFormat
+    public var encryption: EncryptionSpec?
+    /// Unix seconds.
+    public var createdAt: Int64
+    /// Unix seconds: `expirationTimestampSeconds`.
+    public var expiresAt: Int64
+    /// The store's row id, once stored (what the matching index holds).
+    public var handle: Int64?
+
+    public init(
+        id: String, tuple: SubscriptionTuple, mode: Mode, format: PayloadFormat, encryption: EncryptionSpec?,
+        createdAt: Int64, expiresAt: Int64, handle: Int64? = nil
+    ) {
+        self.id = id
+        self.tuple = tuple
+        self.mode = mode
+        self.format = format
+        self.encryption = encryption
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.handle = handle
+    }
+
+    public var app: String { tuple.app }
+    public var uid: String { tuple.uid }
+    public var kind: SubscriptionKind { tuple.kind }
+    public var path: Path { tuple.path }
+
+    /// The document the REST API returns (SPEC §5), keys in key order: `app`, `context`,
+    /// `createdAt`, `destination`, `encryption`, `expirationTimestampSeconds`, `format`, `id`,
+    /// `kind`, `mode`, `path`, `uid` (absent members left out).
+    public var document: JSON {
+        var members: [(Key, JSON)] = [
+            ("app", .string(app)), ("createdAt", .int(createdAt)), ("expirationTimestampSeconds", .int(expiresAt)),
+            ("format", .string(format.rawValue)), ("id", .string(id)), ("kind", .string(kind.rawValue)),
+            ("mode", .string(mode.rawValue)), ("path", .string(path.string)), ("uid", .string(uid)),
+        ]
+        if let context = tuple.context { members.append(("context", .string(context))) }
+        if let destination = tuple.destination { members.append(("destination", .string(destination))) }
+        if let encryption { members.append(("encryption", encryption.json)) }
+        return .object(JSONObject(members))
+    }
+
+    /// A subscription from its document (as `document` writes it).
+    public init(document: JSON, handle: Int64? = nil) throws(RequestError) {
+        let reader = try FieldReader(
+            document, name: "subscription",
+            allowed: ["app", "uid", "kind", "mode", "path", "context", "destination", "format", "encryption", "createdAt",
+                      "expirationTimestampSeconds", "id"])
+        guard let kind = try reader.enumeration("kind", SubscriptionKind.self) else { throw RequestError("kind: missing") }
+        let pathText = try reader.requiredString("path")
+        let path: Path
+        do { path = try Path(pathText) } catch { throw RequestError("path: \(error)") }
+        var encryption: EncryptionSpec?
+        if let value = reader.value("encryption"), !value.isNull {
+            encryption = try EncryptionSpec.decode(value, field: "encryption")
+        }
+        guard let createdAt = reader.value("createdAt")?.integerValue,
+            let expiresAt = reader.value("expirationTimestampSeconds")?.integerValue
+        else {
+            throw RequestError("subscription: createdAt and expirationTimestampSeconds must be integers")
+        }
+        self.init(
+            id: try reader.requiredString("id"),
+            tuple: SubscriptionTuple(
+                app: try reader.requiredString("app"), uid: try reader.requiredString("uid"), kind: kind,
+                destination: try reader.optionalString("destination"), path: path, context: try reader.optionalString("context")),
+            mode: try reader.enumeration("mode", Mode.self) ?? .noData,
+            format: try reader.enumeration("format", PayloadFormat.self) ?? .v2,
+            encryption: encryption, createdAt: createdAt, expiresAt: expiresAt, handle: handle)
+    }
+}
+
+extension EncryptionSpec {
+    /// The `encryption` block as JSON: `{"alg","enc","jwk"?,"kid"?}`.
+    public var json: JSON {
+        var members: [(Key, JSON)] = [("alg", .string(alg)), ("enc", .string(enc))]
+        if let kid { members.append(("kid", .string(kid))) }
+        if let jwk { members.append(("jwk", jwk)) }
+        return .object(JSONObject(members))
+    }
+}

@@ -1,0 +1,119 @@
+/// The outcome of saving a subscription whose tuple may already exist.
+public enum SaveOutcome: Sendable, Equatable {
+    /// A new subscription.
+    case created(Subscription)
+    /// The tuple existed and was refreshed (mode, format, encryption, expiration replaced).
+    case refreshed(Subscription)
+    /// The tuple existed and refreshing was not allowed: the existing subscription.
+    case conflict(Subscription)
+}
+
+/// A committed change to the subscriptions, in commit order: what keeps every in-memory index
+/// in step with the store, whoever made the change (this process, an operator command, or
+/// another instance).
+public struct SubscriptionChange: Sendable, Equatable {
+    public enum Operation: String, Sendable {
+        case insert, update, delete
+    }
+
+    /// Increasing with commit order.
+    public let sequence: Int64
+    public let operation: Operation
+    public let handle: Int64
+    public let app: String
+    public let path: Path
+    public let mode: Mode
+
+    public init(sequence: Int64, operation: Operation, handle: Int64, app: String, path: Path, mode: Mode) {
+        self.sequence = sequence
+        self.operation = operation
+        self.handle = handle
+        self.app = app
+        self.path = path
+        self.mode = mode
+    }
+}
+
+/// What the matching index needs of one subscription.
+public struct IndexRecord: Sendable, Equatable {
+    public let handle: Int64
+    public let app: String
+    public let path: Path
+    public let mode: Mode
+
+    public init(handle: Int64, app: String, path: Path, mode: Mode) {
+        self.handle = handle
+        self.app = app
+        self.path = path
+        self.mode = mode
+    }
+}
+
+/// A notification waiting for delivery that no longer has a subscription row (a revocation):
+/// the subscription as it was, and what to tell it.
+public struct OutboxItem: Sendable, Equatable {
+    public let sequence: Int64
+    public let subscription: Subscription
+    public let reason: RevokeReason
+    /// Unix seconds.
+    public let createdAt: Int64
+
+    public init(sequence: Int64, subscription: Subscription, reason: RevokeReason, createdAt: Int64) {
+        self.sequence = sequence
+        self.subscription = subscription
+        self.reason = reason
+        self.createdAt = createdAt
+    }
+}
+
+/// Persistent subscriptions. Every implementation passes the same contract tests
+/// (`Tests/PushStoreTests`); SQLite is the embedded one.
+public protocol SubscriptionStore: Sendable {
+    /// Stores a subscription. When its tuple exists: refreshes it if `allowUpdate`, else
+    /// reports the conflict. Atomic: of concurrent saves of one tuple, one creates.
+    func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome
+
+    func subscription(app: String, uid: String, id: String) async throws -> Subscription?
+
+    /// The subscriptions of one user of one application, by id.
+    func subscriptions(app: String, uid: String) async throws -> [Subscription]
+
+    /// Subscriptions in handle order after `handle`, at most `limit` (operators' listings).
+    func subscriptions(app: String?, after handle: Int64, limit: Int) async throws -> [Subscription]
+
+    func subscription(id: String) async throws -> Subscription?
+
+    /// Removes a subscription; returns it, or `nil` when there was none.
+    func remove(app: String, uid: String, id: String) async throws -> Subscription?
+
+    /// Sets a subscription's expiration; returns it updated, or `nil` when there was none.
+    func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64) async throws -> Subscription?
+
+    /// Removes up to `limit` subscriptions whose expiration is at or before `now`, and in the
+    /// same transaction records a `revoke` with reason `expired` for each in the outbox.
+    func expire(now: Int64, limit: Int) async throws -> [Subscription]
+
+    /// Index records in handle order after `handle`, at most `limit`: to load the index.
+    func indexRecords(after handle: Int64, limit: Int) async throws -> [IndexRecord]
+
+    /// Committed changes after `sequence`, in order, at most `limit`.
+    func changes(after sequence: Int64, limit: Int) async throws -> [SubscriptionChange]
+
+    /// The sequence of the last committed change (0 when none).
+    func lastChange() async throws -> Int64
+
+    /// Forgets changes up to and including `sequence`.
+    func pruneChanges(through sequence: Int64) async throws
+
+    /// Outbox items in order, at most `limit`.
+    func outbox(limit: Int) async throws -> [OutboxItem]
+
+    /// Number of subscriptions per kind.
+    func countByKind() async throws -> [SubscriptionKind: Int]
+}
+
+/// Where the service keeps its own signing keys (private JWKs as JSON), oldest first.
+public protocol ServiceKeyStore: Sendable {
+    func loadServiceKeys() async throws -> [JSON]
+    func saveServiceKey(_ jwk: JSON, kid: String) async throws
+}

@@ -1,0 +1,94 @@
+import GRDB
+
+/// The schema, as versioned migrations. A migration is frozen once it has shipped: change the
+/// schema by adding one, never by editing one.
+enum SQLiteMigrations {
+    static var migrator: DatabaseMigrator {
+        var migrator = DatabaseMigrator()
+        migrator.registerMigration("v1 subscriptions, changes, outbox, service keys") { db in
+            try db.execute(sql: v1)
+        }
+        return migrator
+    }
+
+    /// Version 1. Invariants live in the schema: STRICT tables, enumerations by CHECK, the
+    /// 6-tuple UNIQUE (absent destination and context stored as '' so that UNIQUE applies),
+    /// kind / destination / context consistency, and identity columns that never change.
+    static let v1 = """
+        CREATE TABLE subscription (
+            handle      INTEGER PRIMARY KEY,
+            id          TEXT    NOT NULL UNIQUE,
+            app         TEXT    NOT NULL CHECK (length(CAST(app AS BLOB)) BETWEEN 1 AND 128),
+            uid         TEXT    NOT NULL CHECK (uid <> ''),
+            kind        TEXT    NOT NULL CHECK (kind IN ('mobile', 'huawei', 'webhook')),
+            destination TEXT    NOT NULL,
+            path        TEXT    NOT NULL CHECK (substr(path, 1, 1) = '/'
+                                                AND length(CAST(path AS BLOB)) <= 2048),
+            context     TEXT    NOT NULL,
+            mode        TEXT    NOT NULL CHECK (mode IN ('value', 'noData', 'childEvent')),
+            format      TEXT    NOT NULL CHECK (format IN ('v1', 'v2')),
+            encryption  TEXT    CHECK (encryption IS NULL OR json_valid(encryption)),
+            created_at  INTEGER NOT NULL,
+            expires_at  INTEGER NOT NULL CHECK (expires_at > 0),
+            UNIQUE (app, uid, kind, destination, path, context),
+            CHECK ((kind = 'webhook') = (destination <> '')),
+            CHECK (kind = 'webhook' OR context <> '')
+        ) STRICT;
+
+        CREATE INDEX subscription_by_owner ON subscription (app, uid);
+        CREATE INDEX subscription_by_expiry ON subscription (expires_at);
+
+        CREATE TRIGGER subscription_identity_is_immutable
+        BEFORE UPDATE OF id, app, uid, kind, destination, path, context ON subscription
+        BEGIN
+            SELECT RAISE(ABORT, 'a subscription''s identity (its 6-tuple and id) never changes');
+        END;
+
+        -- Every committed change, in order: in-memory indexes (this process's, an operator
+        -- command's, another instance's) follow it.
+        CREATE TABLE subscription_change (
+            sequence  INTEGER PRIMARY KEY AUTOINCREMENT,
+            operation TEXT    NOT NULL CHECK (operation IN ('insert', 'update', 'delete')),
+            handle    INTEGER NOT NULL,
+            app       TEXT    NOT NULL,
+            path      TEXT    NOT NULL,
+            mode      TEXT    NOT NULL
+        ) STRICT;
+
+        CREATE TRIGGER subscription_inserted AFTER INSERT ON subscription
+        BEGIN
+            INSERT INTO subscription_change (operation, handle, app, path, mode)
+            VALUES ('insert', NEW.handle, NEW.app, NEW.path, NEW.mode);
+        END;
+
+        CREATE TRIGGER subscription_mode_updated AFTER UPDATE OF mode ON subscription
+        WHEN OLD.mode <> NEW.mode
+        BEGIN
+            INSERT INTO subscription_change (operation, handle, app, path, mode)
+            VALUES ('update', NEW.handle, NEW.app, NEW.path, NEW.mode);
+        END;
+
+        CREATE TRIGGER subscription_deleted AFTER DELETE ON subscription
+        BEGIN
+            INSERT INTO subscription_change (operation, handle, app, path, mode)
+            VALUES ('delete', OLD.handle, OLD.app, OLD.path, OLD.mode);
+        END;
+
+        -- Notifications waiting for delivery whose subscription row is gone: revocations.
+        CREATE TABLE outbox (
+            sequence     INTEGER PRIMARY KEY AUTOINCREMENT,
+            kind         TEXT    NOT NULL CHECK (kind IN ('revoke')),
+            reason       TEXT    NOT NULL CHECK (reason IN ('permission_denied', 'namespace_does_not_exist',
+                                                 'disabled', 'expired', 'too_big', 'delivery_rejected')),
+            subscription TEXT    NOT NULL CHECK (json_valid(subscription)),
+            created_at   INTEGER NOT NULL
+        ) STRICT;
+
+        -- The service's own signing keys (private JWKs), oldest first.
+        CREATE TABLE service_key (
+            kid        TEXT    PRIMARY KEY,
+            jwk        TEXT    NOT NULL CHECK (json_valid(jwk)),
+            created_at INTEGER NOT NULL
+        ) STRICT;
+        """
+}

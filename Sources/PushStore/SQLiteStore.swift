@@ -1,0 +1,284 @@
+import GRDB
+import PushCore
+
+/// The embedded store: one SQLite database in WAL mode (GRDB `DatabasePool`: one writer,
+/// concurrent readers, several processes may open it).
+///
+/// Commits are durable (`synchronous = FULL`): a subscription the API acknowledged survives a
+/// crash or a power cut.
+public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
+    public let path: String
+    let pool: DatabasePool
+
+    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    public init(path: String) throws {
+        self.path = path
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(10)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = FULL")
+            try db.execute(sql: "PRAGMA foreign_keys = ON")
+        }
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            try SQLiteMigrations.migrator.migrate(pool)
+        } catch {
+            throw StoreError("cannot open the SQLite database \(path): \(error)")
+        }
+    }
+
+    // MARK: - Subscriptions
+
+    public func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome {
+        try await write { db in
+            if let row = try Row.fetchOne(db, sql: "SELECT * FROM subscription WHERE id = ?", arguments: [subscription.id]) {
+                let existing = try Self.subscription(row)
+                guard allowUpdate else { return .conflict(existing) }
+                try db.execute(
+                    sql: "UPDATE subscription SET mode = ?, format = ?, encryption = ?, expires_at = ? WHERE handle = ?",
+                    arguments: [
+                        subscription.mode.rawValue, subscription.format.rawValue, subscription.encryption.map { $0.json.description },
+                        subscription.expiresAt, existing.handle,
+                    ])
+                var refreshed = subscription
+                refreshed.handle = existing.handle
+                refreshed.createdAt = existing.createdAt
+                return .refreshed(refreshed)
+            }
+            let tuple = subscription.tuple
+            try db.execute(
+                sql: """
+                    INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption,
+                                              created_at, expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """,
+                arguments: [
+                    subscription.id, tuple.app, tuple.uid, tuple.kind.rawValue, tuple.destination ?? "", tuple.path.string,
+                    tuple.context ?? "", subscription.mode.rawValue, subscription.format.rawValue,
+                    subscription.encryption.map { $0.json.description }, subscription.createdAt, subscription.expiresAt,
+                ])
+            var created = subscription
+            created.handle = db.lastInsertedRowID
+            return .created(created)
+        }
+    }
+
+    public func subscription(app: String, uid: String, id: String) async throws -> Subscription? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM subscription WHERE id = ? AND app = ? AND uid = ?", arguments: [id, app, uid])
+                .map(Self.subscription)
+        }
+    }
+
+    public func subscription(id: String) async throws -> Subscription? {
+        try await read { db in
+            try Row.fetchOne(db, sql: "SELECT * FROM subscription WHERE id = ?", arguments: [id]).map(Self.subscription)
+        }
+    }
+
+    public func subscriptions(app: String, uid: String) async throws -> [Subscription] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM subscription WHERE app = ? AND uid = ? ORDER BY id", arguments: [app, uid])
+                .map(Self.subscription)
+        }
+    }
+
+    public func subscriptions(app: String?, after handle: Int64, limit: Int) async throws -> [Subscription] {
+        try await read { db in
+            let rows: [Row]
+            if let app {
+                rows = try Row.fetchAll(
+                    db, sql: "SELECT * FROM subscription WHERE app = ? AND handle > ? ORDER BY handle LIMIT ?",
+                    arguments: [app, handle, limit])
+            } else {
+                rows = try Row.fetchAll(
+                    db, sql: "SELECT * FROM subscription WHERE handle > ? ORDER BY handle LIMIT ?", arguments: [handle, limit])
+            }
+            return try rows.map(Self.subscription)
+        }
+    }
+
+    public func remove(app: String, uid: String, id: String) async throws -> Subscription? {
+        try await write { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT * FROM subscription WHERE id = ? AND app = ? AND uid = ?", arguments: [id, app, uid])
+            else { return nil }
+            let subscription = try Self.subscription(row)
+            try db.execute(sql: "DELETE FROM subscription WHERE handle = ?", arguments: [subscription.handle])
+            return subscription
+        }
+    }
+
+    public func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64) async throws -> Subscription? {
+        try await write { db in
+            try db.execute(
+                sql: "UPDATE subscription SET expires_at = ? WHERE id = ? AND app = ? AND uid = ?",
+                arguments: [expiresAt, id, app, uid])
+            guard db.changesCount > 0 else { return nil }
+            return try Row.fetchOne(db, sql: "SELECT * FROM subscription WHERE id = ?", arguments: [id]).map(Self.subscription)
+        }
+    }
+
+    public func expire(now: Int64, limit: Int) async throws -> [Subscription] {
+        try await write { db in
+            let expired = try Row.fetchAll(
+                db, sql: "SELECT * FROM subscription WHERE expires_at <= ? ORDER BY expires_at, handle LIMIT ?",
+                arguments: [now, limit]
+            ).map(Self.subscription)
+            for subscription in expired {
+                try db.execute(
+                    sql: "INSERT INTO outbox (kind, reason, subscription, created_at) VALUES ('revoke', ?, ?, ?)",
+                    arguments: [RevokeReason.expired.rawValue, subscription.document.description, now])
+                try db.execute(sql: "DELETE FROM subscription WHERE handle = ?", arguments: [subscription.handle])
+            }
+            return expired
+        }
+    }
+
+    public func countByKind() async throws -> [SubscriptionKind: Int] {
+        try await read { db in
+            var counts: [SubscriptionKind: Int] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT kind, count(*) AS n FROM subscription GROUP BY kind") {
+                if let kind = SubscriptionKind(rawValue: row["kind"]) { counts[kind] = row["n"] }
+            }
+            return counts
+        }
+    }
+
+    // MARK: - Index support
+
+    public func indexRecords(after handle: Int64, limit: Int) async throws -> [IndexRecord] {
+        try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT handle, app, path, mode FROM subscription WHERE handle > ? ORDER BY handle LIMIT ?",
+                arguments: [handle, limit]
+            ).map { row in
+                IndexRecord(handle: row["handle"], app: row["app"], path: try Self.path(row["path"]), mode: try Self.mode(row["mode"]))
+            }
+        }
+    }
+
+    public func changes(after sequence: Int64, limit: Int) async throws -> [SubscriptionChange] {
+        try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM subscription_change WHERE sequence > ? ORDER BY sequence LIMIT ?",
+                arguments: [sequence, limit]
+            ).map { row in
+                guard let operation = SubscriptionChange.Operation(rawValue: row["operation"]) else {
+                    throw StoreError("unknown change operation \(String(describing: row["operation"] as String?))")
+                }
+                return SubscriptionChange(
+                    sequence: row["sequence"], operation: operation, handle: row["handle"], app: row["app"],
+                    path: try Self.path(row["path"]), mode: try Self.mode(row["mode"]))
+            }
+        }
+    }
+
+    public func lastChange() async throws -> Int64 {
+        try await read { db in
+            // sqlite_sequence keeps the last AUTOINCREMENT value even after pruning.
+            try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'subscription_change'") ?? 0
+        }
+    }
+
+    public func pruneChanges(through sequence: Int64) async throws {
+        try await write { db in
+            try db.execute(sql: "DELETE FROM subscription_change WHERE sequence <= ?", arguments: [sequence])
+        }
+    }
+
+    // MARK: - Outbox
+
+    public func outbox(limit: Int) async throws -> [OutboxItem] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY sequence LIMIT ?", arguments: [limit]).map { row in
+                let document: String = row["subscription"]
+                guard let reason = RevokeReason(rawValue: row["reason"]) else { throw StoreError("unknown revoke reason") }
+                return OutboxItem(
+                    sequence: row["sequence"], subscription: try Subscription(document: try JSONParser.parse(document)),
+                    reason: reason, createdAt: row["created_at"])
+            }
+        }
+    }
+
+    // MARK: - Service keys
+
+    public func loadServiceKeys() async throws -> [JSON] {
+        try await read { db in
+            try String.fetchAll(db, sql: "SELECT jwk FROM service_key ORDER BY created_at, rowid").map { try JSONParser.parse($0) }
+        }
+    }
+
+    public func saveServiceKey(_ jwk: JSON, kid: String) async throws {
+        try await write { db in
+            try db.execute(
+                sql: "INSERT INTO service_key (kid, jwk, created_at) VALUES (?, ?, CAST(strftime('%s', 'now') AS INTEGER))",
+                arguments: [kid, jwk.description])
+        }
+    }
+
+    // MARK: - Plumbing
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await pool.write(body)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError("SQLite write failed: \(error)")
+        }
+    }
+
+    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await pool.read(body)
+        } catch let error as StoreError {
+            throw error
+        } catch {
+            throw StoreError("SQLite read failed: \(error)")
+        }
+    }
+
+    static func subscription(_ row: Row) throws -> Subscription {
+        guard let kind = SubscriptionKind(rawValue: row["kind"]), let format = PayloadFormat(rawValue: row["format"]) else {
+            throw StoreError("a subscription row has an unknown kind or format")
+        }
+        var encryption: EncryptionSpec?
+        if let text: String = row["encryption"] {
+            encryption = try EncryptionSpec.decode(try JSONParser.parse(text), field: "encryption")
+        }
+        let destination: String = row["destination"]
+        let context: String = row["context"]
+        return Subscription(
+            id: row["id"],
+            tuple: SubscriptionTuple(
+                app: row["app"], uid: row["uid"], kind: kind, destination: destination.isEmpty ? nil : destination,
+                path: try path(row["path"]), context: kind != .webhook || !context.isEmpty ? context : nil),
+            mode: try mode(row["mode"]), format: format, encryption: encryption, createdAt: row["created_at"],
+            expiresAt: row["expires_at"], handle: row["handle"])
+    }
+
+    static func path(_ text: String) throws -> Path {
+        do {
+            return try Path(text)
+        } catch {
+            throw StoreError("stored path \(text) is invalid: \(error)")
+        }
+    }
+
+    static func mode(_ text: String) throws -> Mode {
+        guard let mode = Mode(rawValue: text) else { throw StoreError("stored mode \(text) is unknown") }
+        return mode
+    }
+}
+
+/// A store failure, with what was being done.
+public struct StoreError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}
+

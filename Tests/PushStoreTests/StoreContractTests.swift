@@ -1,0 +1,229 @@
+import Foundation
+import PushCore
+import PushJOSE
+import PushStore
+import Testing
+
+/// The contract every `SubscriptionStore` meets. Each test runs against every store kind in
+/// `StoreKind.all` (SQLite in a temporary folder; PostgreSQL joins when it exists).
+enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
+    case sqlite
+
+    var testDescription: String { rawValue }
+
+    static let all = StoreKind.allCases
+
+    /// A fresh, empty store; `reopen` gives another handle on the same data.
+    func make() throws -> (store: any SubscriptionStore & ServiceKeyStore, reopen: () throws -> any SubscriptionStore & ServiceKeyStore) {
+        switch self {
+        case .sqlite:
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-store-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let path = folder.appendingPathComponent("store.db").path
+            return (try SQLiteStore(path: path), { try SQLiteStore(path: path) })
+        }
+    }
+}
+
+func makeSubscription(
+    app: String = "toto", uid: String = "u1", kind: SubscriptionKind = .mobile, path: String = "/a/b", context: String? = "token-1",
+    destination: String? = nil, mode: Mode = .value, expiresAt: Int64 = 2_000_000_000
+) -> Subscription {
+    let tuple = SubscriptionTuple(app: app, uid: uid, kind: kind, destination: destination, path: try! Path(path), context: context)
+    return Subscription(
+        id: SubscriptionID.derive(tuple), tuple: tuple, mode: mode, format: .v2, encryption: nil, createdAt: 1_700_000_000,
+        expiresAt: expiresAt)
+}
+
+@Suite("Subscription store contract")
+struct StoreContractTests {
+    @Test("save creates, then refreshes only when allowed, keeping createdAt and handle", arguments: StoreKind.all)
+    func saveCreatesRefreshesConflicts(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let first = makeSubscription()
+        guard case .created(let created) = try await store.save(first, allowUpdate: false) else { Issue.record("not created"); return }
+        #expect(created.handle != nil)
+        var again = first
+        again.mode = .childEvent
+        again.expiresAt = 2_100_000_000
+        again.createdAt = 1_800_000_000
+        #expect(try await store.save(again, allowUpdate: false) == .conflict(created))
+        guard case .refreshed(let refreshed) = try await store.save(again, allowUpdate: true) else { Issue.record("not refreshed"); return }
+        #expect(refreshed.handle == created.handle)
+        #expect(refreshed.createdAt == first.createdAt)
+        #expect(refreshed.mode == .childEvent && refreshed.expiresAt == 2_100_000_000)
+        #expect(try await store.subscription(app: "toto", uid: "u1", id: first.id) == refreshed)
+    }
+
+    @Test("reads are scoped to the application and user", arguments: StoreKind.all)
+    func scopedReads(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let mine = makeSubscription(path: "/x")
+        let mineToo = makeSubscription(kind: .webhook, path: "/y", context: nil, destination: "orders")
+        let theirs = makeSubscription(uid: "u2", path: "/x")
+        let otherApp = makeSubscription(app: "other", path: "/x")
+        for subscription in [mine, mineToo, theirs, otherApp] { _ = try await store.save(subscription, allowUpdate: false) }
+        #expect(try await store.subscriptions(app: "toto", uid: "u1").map(\.id) == [mine.id, mineToo.id].sorted())
+        #expect(try await store.subscription(app: "toto", uid: "u2", id: mine.id) == nil)
+        #expect(try await store.subscription(app: "other", uid: "u1", id: mine.id) == nil)
+        #expect(try await store.subscription(id: theirs.id)?.uid == "u2")
+        let webhook = try await store.subscription(app: "toto", uid: "u1", id: mineToo.id)
+        #expect(webhook?.tuple.destination == "orders" && webhook?.tuple.context == nil)
+        #expect(try await store.countByKind() == [.mobile: 3, .webhook: 1])
+        let page1 = try await store.subscriptions(app: nil, after: 0, limit: 3)
+        let page2 = try await store.subscriptions(app: nil, after: page1.last!.handle!, limit: 3)
+        #expect(page1.count == 3 && page2.count == 1)
+        #expect(try await store.subscriptions(app: "other", after: 0, limit: 10).map(\.id) == [otherApp.id])
+    }
+
+    @Test("remove and expiration updates answer nil for unknown subscriptions", arguments: StoreKind.all)
+    func removeAndUpdate(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let subscription = makeSubscription()
+        _ = try await store.save(subscription, allowUpdate: false)
+        #expect(try await store.updateExpiration(app: "toto", uid: "u1", id: subscription.id, expiresAt: 2_222_222_222)?.expiresAt == 2_222_222_222)
+        #expect(try await store.updateExpiration(app: "toto", uid: "u9", id: subscription.id, expiresAt: 1) == nil)
+        #expect(try await store.remove(app: "toto", uid: "u9", id: subscription.id) == nil)
+        #expect(try await store.remove(app: "toto", uid: "u1", id: subscription.id)?.id == subscription.id)
+        #expect(try await store.remove(app: "toto", uid: "u1", id: subscription.id) == nil)
+        #expect(try await store.subscriptions(app: "toto", uid: "u1").isEmpty)
+    }
+
+    @Test("expiry removes what is due and records a revoke with reason expired", arguments: StoreKind.all)
+    func expiry(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let due = makeSubscription(path: "/due", expiresAt: 1_000)
+        let dueToo = makeSubscription(path: "/due2", expiresAt: 1_500)
+        let later = makeSubscription(path: "/later", expiresAt: 5_000)
+        for subscription in [due, dueToo, later] { _ = try await store.save(subscription, allowUpdate: false) }
+        #expect(try await store.expire(now: 1_500, limit: 1).map(\.id) == [due.id])
+        #expect(try await store.expire(now: 1_500, limit: 10).map(\.id) == [dueToo.id])
+        #expect(try await store.expire(now: 1_500, limit: 10).isEmpty)
+        let outbox = try await store.outbox(limit: 10)
+        #expect(outbox.map(\.subscription.id) == [due.id, dueToo.id])
+        #expect(outbox.allSatisfy { $0.reason == .expired && $0.createdAt == 1_500 })
+        #expect(outbox[0].subscription.tuple == due.tuple && outbox[0].subscription.mode == due.mode)
+        #expect(try await store.subscriptions(app: "toto", uid: "u1").map(\.id) == [later.id])
+    }
+
+    @Test("every committed change is logged in order, with what the index needs", arguments: StoreKind.all)
+    func changeLog(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let start = try await store.lastChange()
+        let subscription = makeSubscription(mode: .value)
+        guard case .created(let created) = try await store.save(subscription, allowUpdate: false) else { return }
+        var sameMode = subscription
+        sameMode.expiresAt += 10
+        _ = try await store.save(sameMode, allowUpdate: true)  // no index-relevant change
+        var newMode = subscription
+        newMode.mode = .noData
+        _ = try await store.save(newMode, allowUpdate: true)
+        _ = try await store.remove(app: "toto", uid: "u1", id: subscription.id)
+        let changes = try await store.changes(after: start, limit: 10)
+        #expect(changes.map(\.operation) == [.insert, .update, .delete])
+        #expect(changes.map(\.mode) == [.value, .noData, .noData])
+        #expect(changes.allSatisfy { $0.handle == created.handle && $0.app == "toto" && $0.path.string == "/a/b" })
+        #expect(changes.map(\.sequence) == changes.map(\.sequence).sorted())
+        let last = try await store.lastChange()
+        #expect(last == changes.last!.sequence)
+        try await store.pruneChanges(through: last)
+        #expect(try await store.changes(after: start, limit: 10).isEmpty)
+        #expect(try await store.lastChange() == last)  // sequences never go back
+    }
+
+    @Test("index records page through every subscription in handle order", arguments: StoreKind.all)
+    func indexRecords(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        for i in 0..<25 { _ = try await store.save(makeSubscription(path: "/p/\(i)", context: "t\(i)"), allowUpdate: false) }
+        var records: [IndexRecord] = []
+        var after: Int64 = 0
+        while true {
+            let page = try await store.indexRecords(after: after, limit: 7)
+            if page.isEmpty { break }
+            records += page
+            after = page.last!.handle
+        }
+        #expect(records.count == 25)
+        #expect(Set(records.map(\.path.string)) == Set((0..<25).map { "/p/\($0)" }))
+        #expect(records.map(\.handle) == records.map(\.handle).sorted())
+    }
+
+    @Test("100 concurrent saves of one tuple create one subscription", arguments: StoreKind.all)
+    func concurrentSaves(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let subscription = makeSubscription()
+        let outcomes = try await withThrowingTaskGroup(of: SaveOutcome.self) { group in
+            for i in 0..<100 {
+                group.addTask { try await store.save(subscription, allowUpdate: i % 2 == 0) }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let created = outcomes.filter { if case .created = $0 { return true } else { return false } }
+        #expect(created.count == 1)
+        #expect(try await store.subscriptions(app: "toto", uid: "u1").count == 1)
+    }
+
+    @Test("data survives reopening", arguments: StoreKind.all)
+    func persistence(kind: StoreKind) async throws {
+        let (store, reopen) = try kind.make()
+        let subscription = makeSubscription()
+        _ = try await store.save(subscription, allowUpdate: false)
+        try await store.saveServiceKey(["kty": "EC", "kid": "k1"], kid: "k1")
+        try await store.saveServiceKey(["kty": "EC", "kid": "k2"], kid: "k2")
+        let again = try reopen()
+        #expect(try await again.subscription(id: subscription.id)?.tuple == subscription.tuple)
+        #expect(try await again.loadServiceKeys().map { $0["kid"]!.stringValue! } == ["k1", "k2"])
+    }
+}
+
+@Suite("SQLite schema invariants")
+struct SQLiteSchemaTests {
+    func rawStore() throws -> (SQLiteStore, String) {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-schema-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let path = folder.appendingPathComponent("store.db").path
+        return (try SQLiteStore(path: path), path)
+    }
+
+    /// Runs SQL with the sqlite3 shell, as an operator might: the schema must refuse bad rows itself.
+    func sqlite3(_ path: String, _ sql: String) throws -> (status: Int32, output: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [path, sql]
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        try process.run()
+        process.waitUntilExit()
+        return (process.terminationStatus, String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
+    }
+
+    @Test("bad rows are refused by the schema", arguments: [
+        ("INSERT INTO subscription VALUES (NULL,'i1','toto','u','email','','/p','t','value','v2',NULL,1,2)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i2','toto','u','mobile','','/p','t','loud','v2',NULL,1,2)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i3','toto','u','mobile','','/p','','value','v2',NULL,1,2)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i4','toto','u','webhook','','/p','','value','v2',NULL,1,2)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i5','toto','u','mobile','orders','/p','t','value','v2',NULL,1,2)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i6','toto','u','mobile','','p','t','value','v2',NULL,1,2)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i7','toto','u','mobile','','/p','t','value','v2','{bad',1,2)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i8','toto','u','mobile','','/p','t','value','v2',NULL,'x',2)", "cannot store TEXT value in INTEGER column"),
+    ])
+    func refusedRows(sql: String, message: String) throws {
+        let (_, path) = try rawStore()
+        let result = try sqlite3(path, sql)
+        #expect(result.status != 0)
+        #expect(result.output.contains(message), "\(result.output)")
+    }
+
+    @Test("a subscription's identity cannot be updated, and the tuple is unique")
+    func identity() async throws {
+        let (store, path) = try rawStore()
+        let subscription = makeSubscription()
+        _ = try await store.save(subscription, allowUpdate: false)
+        let update = try sqlite3(path, "UPDATE subscription SET path = '/other'")
+        #expect(update.output.contains("identity (its 6-tuple and id) never changes"))
+        let duplicate = try sqlite3(
+            path, "INSERT INTO subscription SELECT NULL,'other-id',app,uid,kind,destination,path,context,mode,format,encryption,created_at,expires_at FROM subscription")
+        #expect(duplicate.output.contains("UNIQUE constraint failed"))
+    }
+}
