@@ -9,11 +9,19 @@ let package = Package(
         .library(name: "PushCore", targets: ["PushCore"]),
         .library(name: "PushJOSE", targets: ["PushJOSE"]),
         .library(name: "PushStore", targets: ["PushStore"]),
+        .library(name: "PushAPI", targets: ["PushAPI"]),
+        .library(name: "PushService", targets: ["PushService"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.13.0"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        .package(url: "https://github.com/jpsim/Yams", from: "6.2.2"),
+        .package(url: "https://github.com/swift-server/async-http-client", from: "1.37.0"),
+        .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
     ],
     targets: [
         // The pure core: JSON, paths, data tree, diffs, payloads, subscriptions and their
@@ -36,15 +44,41 @@ let package = Package(
             name: "PushStore",
             dependencies: ["PushCore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
+        // The REST API (Hummingbird).
+        .target(
+            name: "PushAPI",
+            dependencies: [
+                "PushCore",
+                "PushJOSE",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The composition root: configuration → services → one ServiceGroup.
+        .target(
+            name: "PushService",
+            dependencies: [
+                "PushCore",
+                "PushJOSE",
+                "PushStore",
+                "PushAPI",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Yams", package: "Yams"),
+            ]
+        ),
         .executableTarget(
             name: "pushdispatch",
             dependencies: [
                 "PushCore",
                 "PushJOSE",
                 "PushStore",
+                "PushService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
@@ -53,6 +87,16 @@ let package = Package(
             dependencies: ["PushJOSE", .product(name: "Crypto", package: "swift-crypto")]
         ),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushJOSE"]),
+        .testTarget(
+            name: "PushServiceTests",
+            dependencies: [
+                "PushService",
+                "PushJOSE",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
         .testTarget(name: "EndToEndTests", dependencies: ["PushCore", "PushJOSE"]),
     ],
     swiftLanguageModes: [.v6]

@@ -1,10 +1,12 @@
 import ArgumentParser
 
 @main
-struct PushDispatch: ParsableCommand {
+struct PushDispatch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushdispatch",
         abstract: "Push-notification dispatcher for realtime JSON-tree databases.",
-        subcommands: [PayloadCommand.self, DecodeCommand.self, BenchCommand.self]
+        subcommands: [
+            RunCommand.self, SubscriptionsCommand.self, PayloadCommand.self, DecodeCommand.self, BenchCommand.self,
+        ]
     )
 }

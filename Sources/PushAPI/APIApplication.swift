@@ -1,0 +1,17 @@
+import PushCore
+import PushJOSE
+
+/// What the API needs to know of one application.
+public struct APIApplication: Sendable {
+    public let id: String
+    /// Verifies bearer tokens; `nil` when the application configures no authentication, in
+    /// which case every request is refused (401): there is no anonymous access.
+    public let verifier: BearerTokenVerifier?
+    public let rules: SubscriptionRules
+
+    public init(id: String, verifier: BearerTokenVerifier?, rules: SubscriptionRules) {
+        self.id = id
+        self.verifier = verifier
+        self.rules = rules
+    }
+}

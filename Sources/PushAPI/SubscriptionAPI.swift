@@ -1,0 +1,254 @@
+import Foundation
+import Hummingbird
+import Logging
+import PushCore
+import PushJOSE
+
+/// The subscription REST API (SPEC §5), plus `/.well-known/jwks.json` and health.
+///
+///     POST   /datasync/v2/{app}/subscriptions/{uid}[?allowsUpdate=true]   create 201 / refresh 200 / 409 / remove 204
+///     GET    /datasync/v2/{app}/subscriptions/{uid}                       list 200
+///     GET    /datasync/v2/{app}/subscriptions/{uid}/{id}                  read 200 / 404
+///     PUT    /datasync/v2/{app}/subscriptions/{uid}/{id}                  refresh the expiration 200 / remove 204 / 404
+///     DELETE /datasync/v2/{app}/subscriptions/{uid}/{id}                  remove 204 / 404
+public struct SubscriptionAPI: Sendable {
+    /// Largest request body accepted (SPEC §11.10).
+    public static let maxBodyBytes = 64 * 1024
+
+    public let store: any SubscriptionStore
+    public let applications: [String: APIApplication]
+    /// Unix seconds now.
+    public let clock: @Sendable () -> Int64
+    /// Called after every committed change (brings the matching index up to date).
+    public let didChange: @Sendable () async -> Void
+    /// The public JWK Set of the service's signing keys.
+    public let jwks: @Sendable () -> JSON
+    /// Readiness: `nil` when ready, else why not (a JSON object).
+    public let readiness: @Sendable () async -> JSON?
+    public let logger: Logger
+
+    public init(
+        store: any SubscriptionStore, applications: [String: APIApplication], clock: @escaping @Sendable () -> Int64,
+        didChange: @escaping @Sendable () async -> Void, jwks: @escaping @Sendable () -> JSON,
+        readiness: @escaping @Sendable () async -> JSON? = { nil }, logger: Logger
+    ) {
+        self.store = store
+        self.applications = applications
+        self.clock = clock
+        self.didChange = didChange
+        self.jwks = jwks
+        self.readiness = readiness
+        self.logger = logger
+    }
+
+    /// A router serving the API.
+    public func router() -> Router<BasicRequestContext> {
+        let router = Router(context: BasicRequestContext.self)
+        router.add(middleware: ErrorMiddleware(logger: logger))
+        let collection = "datasync/v2/:app/subscriptions/:uid"
+        router.post(RouterPath(collection)) { request, context in try await create(request, context) }
+        router.get(RouterPath(collection)) { request, context in try await list(request, context) }
+        router.get(RouterPath(collection + "/:id")) { request, context in try await read(request, context) }
+        router.put(RouterPath(collection + "/:id")) { request, context in try await refresh(request, context) }
+        router.delete(RouterPath(collection + "/:id")) { request, context in try await remove(request, context) }
+        router.get(".well-known/jwks.json") { _, _ in Response.json(jwks()) }
+        router.get("healthz") { _, _ in Response.json(["status": "ok"]) }
+        router.get("readyz") { _, _ in
+            if let problem = await readiness() {
+                return Response.json(status: .serviceUnavailable, problem)
+            }
+            return Response.json(["status": "ready"])
+        }
+        return router
+    }
+
+    // MARK: - Handlers
+
+    func create(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (application, uid) = try await authorize(request, context)
+        let allowsUpdate = try allowsUpdateParameter(request)
+        let body = try await jsonBody(request, required: true)!
+        let subscriptionRequest: SubscriptionRequest
+        do {
+            subscriptionRequest = try SubscriptionRequest.decode(body, app: application.id, uid: uid)
+            try application.rules.check(subscriptionRequest)
+        } catch {
+            throw APIError.badRequest(error.message)
+        }
+        let tuple = subscriptionRequest.tuple(app: application.id, uid: uid)
+        let id = SubscriptionID.derive(tuple)
+        if subscriptionRequest.expiration == 0 {
+            if try await store.remove(app: application.id, uid: uid, id: id) != nil { await didChange() }
+            return Response(status: .noContent)
+        }
+        let now = clock()
+        let expiresAt: Int64
+        do {
+            expiresAt = try application.rules.lifetimes.expiration(requested: subscriptionRequest.expiration, now: now)
+        } catch {
+            throw APIError.badRequest(error.message)
+        }
+        let subscription = Subscription(
+            id: id, tuple: tuple, mode: subscriptionRequest.mode, format: subscriptionRequest.format,
+            encryption: subscriptionRequest.encryption, createdAt: now, expiresAt: expiresAt)
+        switch try await store.save(subscription, allowUpdate: allowsUpdate) {
+        case .created(let created):
+            await didChange()
+            return document(created, status: .created)
+        case .refreshed(let refreshed):
+            await didChange()
+            return document(refreshed, status: .ok)
+        case .conflict(let existing):
+            throw APIError.conflict(
+                "this subscription exists already (id \(existing.id)); add ?allowsUpdate=true to refresh it")
+        }
+    }
+
+    func list(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (application, uid) = try await authorize(request, context)
+        let subscriptions = try await store.subscriptions(app: application.id, uid: uid)
+        return Response.json(.array(subscriptions.map(\.document)))
+    }
+
+    func read(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (application, uid) = try await authorize(request, context)
+        let id = try parameter("id", context)
+        guard let subscription = try await store.subscription(app: application.id, uid: uid, id: id) else {
+            throw APIError.notFound("no subscription \(id) for this user")
+        }
+        return document(subscription, status: .ok)
+    }
+
+    func refresh(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (application, uid) = try await authorize(request, context)
+        let id = try parameter("id", context)
+        var requested: Int64?
+        if let body = try await jsonBody(request, required: false) {
+            do throws(RequestError) {
+                let reader = try FieldReader(body, name: "body", allowed: ["expirationTimestampSeconds"])
+                if let value = reader.value("expirationTimestampSeconds"), !value.isNull {
+                    guard case .int(let seconds) = value, seconds >= 0 else {
+                        throw RequestError("expirationTimestampSeconds: expected Unix seconds (a non-negative integer), or 0 to remove")
+                    }
+                    requested = seconds
+                }
+            } catch {
+                throw APIError.badRequest(
+                    "\(error.message); PUT refreshes the expiration only: to change a subscription, POST it with ?allowsUpdate=true")
+            }
+        }
+        if requested == 0 {
+            guard try await store.remove(app: application.id, uid: uid, id: id) != nil else {
+                throw APIError.notFound("no subscription \(id) for this user")
+            }
+            await didChange()
+            return Response(status: .noContent)
+        }
+        let expiresAt: Int64
+        do {
+            expiresAt = try application.rules.lifetimes.expiration(requested: requested, now: clock())
+        } catch {
+            throw APIError.badRequest(error.message)
+        }
+        guard let updated = try await store.updateExpiration(app: application.id, uid: uid, id: id, expiresAt: expiresAt) else {
+            throw APIError.notFound("no subscription \(id) for this user")
+        }
+        return document(updated, status: .ok)
+    }
+
+    func remove(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
+        let (application, uid) = try await authorize(request, context)
+        let id = try parameter("id", context)
+        guard try await store.remove(app: application.id, uid: uid, id: id) != nil else {
+            throw APIError.notFound("no subscription \(id) for this user")
+        }
+        await didChange()
+        return Response(status: .noContent)
+    }
+
+    // MARK: - Helpers
+
+    func document(_ subscription: Subscription, status: HTTPResponse.Status) -> Response {
+        let location = "/datasync/v2/\(percentEncoded(subscription.app))/subscriptions/\(percentEncoded(subscription.uid))/\(subscription.id)"
+        return Response.json(status: status, subscription.document, headers: [.contentLocation: location])
+    }
+
+    /// The application and uid of the URL, once the bearer token has been verified for them.
+    func authorize(_ request: Request, _ context: BasicRequestContext) async throws -> (APIApplication, String) {
+        let app = try parameter("app", context)
+        let uid = try parameter("uid", context)
+        guard let application = applications[app] else {
+            throw APIError.notFound("no application \(quotedText(app)) is configured")
+        }
+        if uid.isEmpty || uid.utf8.count > 256 || uid.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+            throw APIError.badRequest("uid: 1 to 256 bytes without control characters")
+        }
+        guard let header = request.headers[.authorization] else {
+            throw APIError.unauthorized("missing Authorization: Bearer <token>", invalidToken: false)
+        }
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else {
+            throw APIError.unauthorized("the Authorization header must be Bearer <token>", invalidToken: true)
+        }
+        guard let verifier = application.verifier else {
+            throw APIError.unauthorized("application \(quotedText(app)) has no authentication configured", invalidToken: true)
+        }
+        let subject: String
+        do {
+            subject = try verifier.subject(of: String(parts[1]), now: clock())
+        } catch {
+            throw APIError.unauthorized(error.description, invalidToken: true)
+        }
+        guard subject == uid else {
+            throw APIError.forbidden("the token is for user \(quotedText(subject)), not \(quotedText(uid))")
+        }
+        return (application, uid)
+    }
+
+    func parameter(_ name: String, _ context: BasicRequestContext) throws -> String {
+        guard let raw = context.parameters.get(name) else { throw APIError.notFound("missing \(name)") }
+        guard let decoded = raw.removingPercentEncoding else {
+            throw APIError.badRequest("\(name): invalid percent-encoding")
+        }
+        return decoded
+    }
+
+    func allowsUpdateParameter(_ request: Request) throws -> Bool {
+        guard let value = request.uri.queryParameters.get("allowsUpdate") else { return false }
+        switch value.lowercased() {
+        case "true", "1": return true
+        case "false", "0": return false
+        default: throw APIError.badRequest("allowsUpdate: expected true or false, got \(quotedText(value))")
+        }
+    }
+
+    /// The JSON body: 415 unless `application/json`, 413 beyond the limit, 400 if not JSON.
+    /// `nil` when there is none and none is required.
+    func jsonBody(_ request: Request, required: Bool) async throws -> JSON? {
+        let buffer = try await request.body.collect(upTo: Self.maxBodyBytes)
+        if buffer.readableBytes == 0 && !required { return nil }
+        let contentType = request.headers[.contentType]?.lowercased() ?? ""
+        let mediaType = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+        guard mediaType == "application/json" else {
+            throw APIError(
+                .unsupportedMediaType, "unsupported_media_type",
+                "the body must be JSON with Content-Type: application/json\(contentType.isEmpty ? "" : ", not \(contentType)")")
+        }
+        do {
+            return try buffer.readableBytesView.withContiguousStorageIfAvailable { try JSONParser.parse($0) }
+                ?? JSONParser.parse(Array(buffer.readableBytesView))
+        } catch let error as JSONParseError {
+            throw APIError.badRequest("the body is not valid JSON: \(error)")
+        }
+    }
+}
+
+func quotedText(_ text: String) -> String {
+    var writer = JSONWriter()
+    writer.writeString(text)
+    return writer.string
+}
+
+func percentEncoded(_ text: String) -> String {
+    text.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed.subtracting(CharacterSet(charactersIn: "/"))) ?? text
+}

@@ -1,0 +1,150 @@
+import PushCore
+
+/// The service's configuration (SPEC §9), validated. Every field has a default, listed with
+/// it; `ConfigurationLoader` reads it from a YAML or JSON file and `PUSHDISPATCH_*` variables.
+public struct ServiceConfiguration: Sendable {
+    public enum Store: Sendable, Equatable {
+        /// Default `./pushdispatch.db`.
+        case sqlite(path: String)
+        case postgres(url: String)
+    }
+
+    public struct Ingest: Sendable, Equatable {
+        /// `ingest.queueFile`: a change-record file to tail. Default none.
+        public var queueFile: String?
+        /// `ingest.socket`: a Unix socket to accept records on. Default none.
+        public var socket: String?
+        /// `ingest.deadLetter`. Default `./dead-letter.ndjson`.
+        public var deadLetter: String
+    }
+
+    public struct HTTP: Sendable, Equatable {
+        /// `http.host`. Default `127.0.0.1`.
+        public var host: String
+        /// `http.port`. Default 8080; 0 picks a free port (it is logged).
+        public var port: Int
+    }
+
+    public struct Delivery: Sendable, Equatable {
+        public struct Retry: Sendable, Equatable {
+            /// Default 1s.
+            public var initial: Duration
+            /// Default 2.
+            public var multiplier: Double
+            /// Default 0.2 (±20 %).
+            public var jitter: Double
+            /// Default 2h.
+            public var window: Duration
+        }
+
+        public var retry: Retry
+        /// `delivery.timeout` per request. Default 10s.
+        public var timeout: Duration
+        /// `delivery.concurrency.perProvider`. Default 256.
+        public var perProvider: Int
+        /// `delivery.concurrency.perApp`. Default 64.
+        public var perApp: Int
+        /// `delivery.caFile`: extra trusted CA certificates (PEM). Default none.
+        public var caFile: String?
+    }
+
+    public struct Expiry: Sendable, Equatable {
+        /// `expiry.interval`: how often expired subscriptions are swept. Default 15s (SPEC
+        /// §11.9 asks for at least every 30 s).
+        public var interval: Duration
+    }
+
+    public var store: Store
+    public var ingest: Ingest
+    public var http: HTTP
+    public var delivery: Delivery
+    public var expiry: Expiry
+    /// By application id.
+    public var apps: [String: AppConfiguration]
+    /// The folder relative paths were resolved against (the configuration file's).
+    public var baseDirectory: String
+}
+
+/// A secret value: never printed or logged.
+public struct Secret: Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
+    public let value: String
+
+    public init(_ value: String) {
+        self.value = value
+    }
+
+    public var description: String { "<secret>" }
+    public var debugDescription: String { "<secret>" }
+}
+
+/// One application's configuration (`apps.<id>`).
+public struct AppConfiguration: Sendable, Equatable {
+    public struct Auth: Sendable, Equatable {
+        /// `hs256Secret`: verify REST tokens with this secret (its UTF-8 bytes, at least 32).
+        public var hs256Secret: Secret?
+        /// `jwks`: or with the keys of this JWK Set file.
+        public var jwks: String?
+        /// `issuer`, `audience`: required `iss` / `aud` when set. Default none.
+        public var issuer: String?
+        public var audience: String?
+        /// `leeway` on `exp` / `nbf`. Default 60s.
+        public var leeway: Duration
+    }
+
+    public struct FCM: Sendable, Equatable {
+        /// `serviceAccountFile`: the Google service-account key (its `token_uri` is used for OAuth).
+        public var serviceAccountFile: String
+        /// `endpoint`. Default `https://fcm.googleapis.com`.
+        public var endpoint: String
+    }
+
+    public struct HMS: Sendable, Equatable {
+        public var clientID: String
+        public var clientSecret: Secret
+        /// Default `https://push-api.cloud.huawei.com`.
+        public var endpoint: String
+        /// Default `https://oauth-login.cloud.huawei.com/oauth2/v3/token`.
+        public var tokenEndpoint: String
+    }
+
+    public struct Webhook: Sendable, Equatable {
+        public var url: String
+        /// Standard Webhooks signing secret.
+        public var secret: Secret
+    }
+
+    public struct Subscriptions: Sendable, Equatable {
+        /// Default 7d.
+        public var defaultLifetime: Duration
+        /// Default 30d.
+        public var maxLifetime: Duration
+        /// Default 1MiB.
+        public var maxWeight: Int
+
+        public var lifetimes: SubscriptionLifetimes {
+            SubscriptionLifetimes(defaultLifetime: defaultLifetime.components.seconds, maxLifetime: maxLifetime.components.seconds)
+        }
+    }
+
+    public var id: String
+    /// Default none: then no REST request of this application is accepted.
+    public var auth: Auth?
+    public var fcm: FCM?
+    public var hms: HMS?
+    /// By name. Default none.
+    public var webhooks: [String: Webhook]
+    /// `keys`: JWK Set file of signing keys and symmetric encryption keys. Default none.
+    public var keys: String?
+    /// `signingKey`: kid in `keys`. Default none: the service's own ES256 key signs.
+    public var signingKey: String?
+    public var subscriptions: Subscriptions
+}
+
+/// A configuration that cannot be used, with the key, what is wrong and what was expected.
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}

@@ -1,0 +1,90 @@
+import Logging
+import PushCore
+import ServiceLifecycle
+
+/// Removes expired subscriptions every `interval` (SPEC §5, §11.9): each gets a `revoke` with
+/// reason `expired` in the outbox, in the same transaction as its removal.
+struct ExpirySweeper: Service {
+    let store: any SubscriptionStore
+    let registry: SubscriptionRegistry
+    let interval: Duration
+    let clock: @Sendable () -> Int64
+    let logger: Logger
+
+    func run() async throws {
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            await sweep()
+            guard await pause(interval) else { return }
+        }
+    }
+
+    /// One pass: removes everything due, in batches.
+    func sweep() async {
+        do {
+            var total = 0
+            while true {
+                let expired = try await store.expire(now: clock(), limit: 500)
+                total += expired.count
+                if expired.count < 500 { break }
+            }
+            if total > 0 {
+                registry.nudge()
+                logger.info("expired subscriptions removed", metadata: ["count": "\(total)"])
+            }
+        } catch {
+            logger.error("expiry sweep failed", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+/// Applies this process's own changes to the index as soon as it is nudged.
+struct IndexSyncer: Service {
+    let registry: SubscriptionRegistry
+    let logger: Logger
+
+    func run() async throws {
+        for await _ in registry.nudges.cancelOnGracefulShutdown() {
+            do {
+                try await registry.sync()
+            } catch {
+                logger.error("index sync failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}
+
+/// Applies changes made by others (an operator command, another instance) to the index, and
+/// forgets changes every index here has applied.
+struct ChangeFollower: Service {
+    let store: any SubscriptionStore
+    let registry: SubscriptionRegistry
+    let interval: Duration
+    let logger: Logger
+
+    func run() async throws {
+        var rounds = 0
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            guard await pause(interval) else { return }
+            do {
+                try await registry.sync()
+                rounds += 1
+                if rounds % 60 == 0 {
+                    // Keep the last 10,000 changes for anyone reading the log from the side.
+                    try await store.pruneChanges(through: registry.appliedChange - 10_000)
+                }
+            } catch {
+                logger.error("following subscription changes failed", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+}
+
+/// Sleeps for `duration`; `false` when the service is shutting down or cancelled instead.
+func pause(_ duration: Duration) async -> Bool {
+    do {
+        try await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+        return true
+    } catch {
+        return false
+    }
+}

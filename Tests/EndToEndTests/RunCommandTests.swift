@@ -1,0 +1,166 @@
+import Foundation
+import PushCore
+import PushJOSE
+import Synchronization
+import Testing
+
+/// `pushdispatch run` as a process, driven with curl.
+final class RunningService: Sendable {
+    let process: Process
+    let log = Mutex("")
+
+    /// Starts `pushdispatch run --config config` and waits for its "listening" line.
+    init(config: String) throws {
+        process = Process()
+        process.executableURL = Executable.url
+        process.arguments = ["run", "--config", config]
+        let stderr = Pipe()
+        process.standardError = stderr
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        stderr.fileHandleForReading.readabilityHandler = { [self] handle in
+            let data = handle.availableData
+            if !data.isEmpty { self.log.withLock { $0 += String(decoding: data, as: UTF8.self) } }
+        }
+    }
+
+    /// The port from the log's `listening … port=N` line.
+    func port() async throws -> Int {
+        for _ in 0..<300 {
+            let text = log.withLock { $0 }
+            if let line = text.split(separator: "\n").first(where: { $0.contains("listening") && $0.contains("port=") }),
+                let range = line.range(of: "port=")
+            {
+                return Int(line[range.upperBound...].prefix { $0.isNumber })!
+            }
+            if !process.isRunning { throw ServiceError(message: "the service stopped: \(text)") }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        throw ServiceError(message: "no listening line in: \(log.withLock { $0 })")
+    }
+
+    /// SIGTERM, then wait: a graceful stop.
+    func stop() -> Int32 {
+        process.terminate()
+        process.waitUntilExit()
+        return process.terminationStatus
+    }
+
+    struct ServiceError: Error { let message: String }
+}
+
+@Suite("pushdispatch run and subscriptions, as processes", .serialized)
+struct RunCommandTests {
+    static let secret = "toto-secret-of-at-least-thirty-two-bytes"
+
+    static func folder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-run-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let config = """
+            store: {sqlite: ./pushdispatch.db}
+            http: {port: 0}
+            apps:
+              toto:
+                auth: {hs256Secret: env:TOTO_AUTH_SECRET}
+            """
+        try Data(config.utf8).write(to: folder.appendingPathComponent("pushdispatch.yaml"))
+        return folder
+    }
+
+    static func token(subject: String = "u1") throws -> String {
+        let key = try JWK(json: ["kty": "oct", "k": .string(Base64URL.encodeToString(Array(secret.utf8)))])
+        let claims: JSON = ["sub": .string(subject), "exp": .int(Int64(Date().timeIntervalSince1970) + 600)]
+        return String(decoding: try JWSSigner(key: key, algorithm: .hs256).sign(Array(claims.description.utf8)), as: UTF8.self)
+    }
+
+    /// Runs curl; returns the status, headers and body.
+    static func curl(_ arguments: [String]) throws -> (status: Int, headers: [String: String], body: String) {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
+        process.arguments = ["-s", "-i"] + arguments
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        let text = String(decoding: data, as: UTF8.self)
+        let parts = text.components(separatedBy: "\r\n\r\n")
+        let head = parts[0].components(separatedBy: "\r\n")
+        let status = Int(head[0].split(separator: " ")[1])!
+        var headers: [String: String] = [:]
+        for line in head.dropFirst() {
+            if let colon = line.firstIndex(of: ":") {
+                headers[line[..<colon].lowercased()] = line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            }
+        }
+        return (status, headers, parts.dropFirst().joined(separator: "\r\n\r\n"))
+    }
+
+    @Test("the documented curl requests, a restart, and the operator commands")
+    func documentedCurlRequests() async throws {
+        let folder = try Self.folder()
+        let config = folder.appendingPathComponent("pushdispatch.yaml").path
+        setenv("TOTO_AUTH_SECRET", Self.secret, 1)
+        let service = try RunningService(config: config)
+        let port = try await service.port()
+        let token = try Self.token()
+        let base = "http://127.0.0.1:\(port)/datasync/v2/toto/subscriptions/u1"
+
+        // curl -X POST "$BASE?allowsUpdate=true" -H "Authorization: Bearer $TOKEN" -H "Content-Type: application/json" \
+        //      -d '{"kind":"mobile","mode":"value","path":"/users/u1","context":"<FCM token>"}'
+        let body = #"{"kind":"mobile","mode":"value","path":"/users/u1","context":"fcm-device-token"}"#
+        let create = try Self.curl([
+            "-X", "POST", base + "?allowsUpdate=true", "-H", "Authorization: Bearer \(token)", "-H", "Content-Type: application/json",
+            "-d", body,
+        ])
+        #expect(create.status == 201)
+        let location = try #require(create.headers["content-location"])
+        let again = try Self.curl([
+            "-X", "POST", base + "?allowsUpdate=true", "-H", "Authorization: Bearer \(token)", "-H", "Content-Type: application/json",
+            "-d", body,
+        ])
+        #expect(again.status == 200)
+        // curl -X DELETE "http://…$LOCATION" -H "Authorization: Bearer $TOKEN"
+        let delete = try Self.curl(["-X", "DELETE", "http://127.0.0.1:\(port)" + location, "-H", "Authorization: Bearer \(token)"])
+        #expect(delete.status == 204)
+
+        // A subscription survives a restart.
+        let kept = try Self.curl([
+            "-X", "POST", base, "-H", "Authorization: Bearer \(token)", "-H", "Content-Type: application/json",
+            "-d", #"{"kind":"mobile","path":"/users/u1/inbox","context":"t2"}"#,
+        ])
+        #expect(kept.status == 201)
+        #expect(service.stop() == 0)
+        let restarted = try RunningService(config: config)
+        let newPort = try await restarted.port()
+        let list = try Self.curl(["http://127.0.0.1:\(newPort)/datasync/v2/toto/subscriptions/u1", "-H", "Authorization: Bearer \(token)"])
+        #expect(list.status == 200)
+        let documents = try JSONParser.parse(list.body).arrayValue ?? []
+        #expect(documents.count == 1 && documents[0]["path"] == "/users/u1/inbox")
+        let id = try #require(documents.first?["id"]?.stringValue)
+
+        // Operators list, show and remove beside the running service.
+        let listed = try Executable.run(["subscriptions", "list", "--config", config])
+        #expect(listed.status == 0 && listed.lines.count == 1 && listed.lines[0].contains(id))
+        #expect(try Executable.run(["subscriptions", "list", "--config", config, "--app", "toto", "--uid", "u2"]).lines.isEmpty)
+        #expect(try Executable.run(["subscriptions", "show", id, "--config", config]).stdout.contains(#""context":"t2""#))
+        #expect(try Executable.run(["subscriptions", "remove", id, "--config", config]).status == 0)
+        let missing = try Executable.run(["subscriptions", "show", id, "--config", config])
+        #expect(missing.status != 0 && missing.stderr.contains("no subscription \(id)"))
+        let after = try Self.curl(["http://127.0.0.1:\(newPort)/datasync/v2/toto/subscriptions/u1", "-H", "Authorization: Bearer \(token)"])
+        #expect(after.body == "[]")
+        #expect(restarted.stop() == 0)
+    }
+
+    @Test("a bad configuration stops run with the key, the problem and what was expected")
+    func badConfiguration() throws {
+        let folder = try Self.folder()
+        let path = folder.appendingPathComponent("bad.yaml")
+        try Data("http: {port: many}\n".utf8).write(to: path)
+        let result = try Executable.run(["run", "--config", path.path])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("http.port: expected an integer"), "\(result.stderr)")
+        let missing = try Executable.run(["run", "--config", folder.appendingPathComponent("none.yaml").path])
+        #expect(missing.stderr.contains("cannot read the configuration file"))
+    }
+}

@@ -1,0 +1,127 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import PushCore
+import PushJOSE
+import Synchronization
+@testable import PushService
+
+/// A running service on a free loopback port, with its own folder, configuration and clock.
+final class ServiceHarness: Sendable {
+    static let secret = "toto-secret-of-at-least-thirty-two-bytes"
+    static let otherSecret = "other-secret-of-at-least-thirty-two-bytes"
+    static let fixtures = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("fixtures")
+
+    let folder: URL
+    let now: Mutex<Int64>
+    let client: HTTPClient
+    private let task: Mutex<Task<Void, any Error>?> = Mutex(nil)
+    private let portValue = Mutex(0)
+
+    var port: Int { portValue.withLock { $0 } }
+    var base: String { "http://127.0.0.1:\(port)" }
+
+    init(folder: URL? = nil, now: Int64 = 1_800_000_000) throws {
+        self.folder = folder ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-api-\(UUID().uuidString)")
+        self.now = Mutex(now)
+        try FileManager.default.createDirectory(at: self.folder, withIntermediateDirectories: true)
+        let keys = Self.fixtures.appendingPathComponent("jose/test-keyset.json").path
+        let configuration = """
+            store: {sqlite: ./store.db}
+            http: {host: 127.0.0.1, port: 0}
+            expiry: {interval: 1s}
+            apps:
+              toto:
+                auth: {hs256Secret: "\(Self.secret)"}
+                webhooks: {orders: {url: "https://example.com/hooks/orders", secret: whsec}}
+                keys: \(keys)
+                signingKey: sig-es
+                subscriptions: {defaultLifetime: 7d, maxLifetime: 30d}
+              other:
+                auth: {hs256Secret: "\(Self.otherSecret)"}
+            """
+        try Data(configuration.utf8).write(to: self.folder.appendingPathComponent("pushdispatch.yaml"))
+        client = HTTPClient(eventLoopGroupProvider: .singleton)
+    }
+
+    /// Starts the service and waits until it listens.
+    func start() async throws {
+        let configuration = try ConfigurationLoader.load(path: folder.appendingPathComponent("pushdispatch.yaml").path, environment: [:])
+        var logger = Logger(label: "test")
+        logger.logLevel = .warning
+        let runtime = ServiceRuntime(
+            configuration: configuration, logger: logger, clock: { [self] in self.now.withLock { $0 } }, followInterval: .milliseconds(100))
+        let (ports, continuation) = AsyncStream<Int>.makeStream()
+        let task = Task {
+            defer { continuation.finish() }  // ends the wait below if the service fails to start
+            try await runtime.run { port in continuation.yield(port) }
+        }
+        self.task.withLock { $0 = task }
+        for await port in ports {
+            portValue.withLock { $0 = port }
+            return
+        }
+        _ = try await task.value
+        throw CancellationError()
+    }
+
+    /// Stops the service (graceful shutdown) and waits for it.
+    func stop() async {
+        let task = self.task.withLock { task in
+            defer { task = nil }
+            return task
+        }
+        task?.cancel()
+        _ = await task?.result
+    }
+
+    func shutdown() async {
+        await stop()
+        try? await client.shutdown()
+    }
+
+    /// A bearer token for `subject`, signed with `secret`, valid around the harness clock.
+    func token(
+        subject: String? = "u1", secret: String = ServiceHarness.secret, expiresIn: Int64 = 3600, notBefore: Int64? = nil,
+        extra: [(String, JSON)] = []
+    ) throws -> String {
+        let now = self.now.withLock { $0 }
+        var claims: [(Key, JSON)] = [("exp", .int(now + expiresIn)), ("iat", .int(now))]
+        if let subject { claims.append(("sub", .string(subject))) }
+        if let notBefore { claims.append(("nbf", .int(notBefore))) }
+        claims += extra.map { (Key($0.0), $0.1) }
+        let key = try JWK(json: ["kty": "oct", "k": .string(Base64URL.encodeToString(Array(secret.utf8)))])
+        return String(decoding: try JWSSigner(key: key, algorithm: .hs256).sign(Array(JSON.object(JSONObject(claims)).description.utf8)), as: UTF8.self)
+    }
+
+    struct Reply {
+        var status: Int
+        var headers: [String: String]
+        var body: String
+        var json: JSON? { try? JSONParser.parse(body) }
+    }
+
+    /// Sends a request; `token` nil sends no Authorization header.
+    func send(
+        _ method: HTTPMethod, _ path: String, body: String? = nil, token: String?, contentType: String? = "application/json",
+        authorization: String? = nil
+    ) async throws -> Reply {
+        var request = HTTPClientRequest(url: base + path)
+        request.method = method
+        if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+        if let authorization { request.headers.add(name: "Authorization", value: authorization) }
+        if let body {
+            if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
+            request.body = .bytes(ByteBuffer(string: body))
+        }
+        let response = try await client.execute(request, timeout: .seconds(30))
+        let collected = try await response.body.collect(upTo: 1 << 22)
+        var headers: [String: String] = [:]
+        for header in response.headers { headers[header.name.lowercased()] = header.value }
+        return Reply(status: Int(response.status.code), headers: headers, body: String(buffer: collected))
+    }
+}
