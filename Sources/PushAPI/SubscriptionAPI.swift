@@ -244,9 +244,7 @@ public struct SubscriptionAPI: Sendable {
 }
 
 func quotedText(_ text: String) -> String {
-    var writer = JSONWriter()
-    writer.writeString(text)
-    return writer.string
+    JSONWriter.quoted(text)
 }
 
 func percentEncoded(_ text: String) -> String {

@@ -1,3 +1,5 @@
+import PushCore
+
 /// Why a JOSE operation failed, named so that a person can act on it.
 public struct JOSEError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Code: Sendable, Equatable {
@@ -44,20 +46,5 @@ public struct JOSEError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// A string in double quotes, for messages.
 func quote(_ text: String) -> String {
-    "\"" + text.replacingOccurrencesOfControlCharacters() + "\""
-}
-
-extension String {
-    /// The string with control characters shown as \u escapes (for messages).
-    func replacingOccurrencesOfControlCharacters() -> String {
-        var out = ""
-        for scalar in unicodeScalars {
-            if scalar.value < 0x20 || scalar.value == 0x7F || scalar == "\"" || scalar == "\\" {
-                out += scalar == "\"" ? "\\\"" : scalar == "\\" ? "\\\\" : "\\u" + String(scalar.value, radix: 16)
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
-    }
+    JSONWriter.quoted(text)
 }

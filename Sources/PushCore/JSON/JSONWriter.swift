@@ -129,6 +129,14 @@ public struct JSONWriter: Sendable {
         value.rounded(.towardZero) == value && abs(value) < 9_007_199_254_740_992
     }
 
+    /// `text` in double quotes, escaped as JSON writes it: for messages, where control
+    /// characters and quotes must show.
+    public static func quoted(_ text: String) -> String {
+        var writer = JSONWriter(capacity: text.utf8.count + 2)
+        writer.writeString(text)
+        return writer.string
+    }
+
     /// Length of the compact serialisation of `value`, without keeping it.
     public static func serializedLength(of value: JSON) -> Int {
         var writer = JSONWriter(capacity: 256)

@@ -43,7 +43,5 @@ public struct PathError: Error, Sendable, Equatable, CustomStringConvertible {
 
 /// A string in double quotes, escaped as JSON would write it (so control characters show).
 func quoted(_ text: String) -> String {
-    var writer = JSONWriter(capacity: text.utf8.count + 2)
-    writer.writeString(text)
-    return writer.string
+    JSONWriter.quoted(text)
 }

@@ -322,7 +322,5 @@ extension Character {
 }
 
 func quotedString(_ text: String) -> String {
-    var writer = JSONWriter()
-    writer.writeString(text)
-    return writer.string
+    JSONWriter.quoted(text)
 }

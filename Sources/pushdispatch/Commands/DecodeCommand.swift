@@ -18,32 +18,16 @@ struct DecodeCommand: ParsableCommand {
 
     func run() throws {
         let decoder = PayloadDecoder(keys: try keys.map(loadKeyRing))
-        var output = OutputBuffer(descriptor: 1)
-        var reader = LineReader(descriptor: 0)
-        var writer = JSONWriter(capacity: 8192)
-        var failures = 0
-        var ioError: IOError?
-        try reader.forEachLine({ line in
-            writer.removeAll()
+        try runLineFilter(command: "decode", unit: "payload line") { line, writer in
             do {
                 writer.raw(try decoder.decode(Array(line)))
+                return true
             } catch {
-                failures += 1
-                writer.removeAll()
                 writer.raw("{\"error\":")
                 writer.writeString(String(describing: error))
                 writer.raw("}")
+                return false
             }
-            writer.raw(UInt8(ascii: "\n"))
-            writer.withUnsafeBytes { output.bytes.append(contentsOf: $0) }
-        }, onChunkEnd: {
-            do throws(IOError) { try output.flush() } catch { ioError = error }
-        })
-        try output.flush()
-        if let ioError { throw ioError }
-        if failures > 0 {
-            printError("pushdispatch decode: \(failures) payload line\(failures == 1 ? "" : "s") failed")
-            throw ExitCode(1)
         }
     }
 }

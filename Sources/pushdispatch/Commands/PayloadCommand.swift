@@ -26,24 +26,8 @@ struct PayloadCommand: ParsableCommand {
         } else {
             processor = PayloadLineProcessor()
         }
-        var output = OutputBuffer(descriptor: 1)
-        var reader = LineReader(descriptor: 0)
-        var writer = JSONWriter(capacity: 8192)
-        var failures = 0
-        var ioError: IOError?
-        try reader.forEachLine({ line in
-            writer.removeAll()
-            if !processor.process(line: line, into: &writer) { failures += 1 }
-            writer.raw(UInt8(ascii: "\n"))
-            writer.withUnsafeBytes { output.bytes.append(contentsOf: $0) }
-        }, onChunkEnd: {
-            do throws(IOError) { try output.flush() } catch { ioError = error }
-        })
-        try output.flush()
-        if let ioError { throw ioError }
-        if failures > 0 {
-            printError("pushdispatch payload: \(failures) request line\(failures == 1 ? "" : "s") failed")
-            throw ExitCode(1)
+        try runLineFilter(command: "payload", unit: "request line") { line, writer in
+            processor.process(line: line, into: &writer)
         }
     }
 }

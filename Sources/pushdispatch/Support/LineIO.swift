@@ -1,3 +1,6 @@
+import ArgumentParser
+import PushCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -84,4 +87,29 @@ func printError(_ message: String) {
     var line = Array(message.utf8)
     line.append(UInt8(ascii: "\n"))
     _ = line.withUnsafeBytes { write(2, $0.baseAddress, $0.count) }
+}
+
+/// Runs a line filter on standard input: `process` turns each line into one output line
+/// (without its newline) and returns `false` when the line failed. Output is flushed as input
+/// arrives. Exits with status 1, after saying how many lines failed, if any did.
+func runLineFilter(command: String, unit: String, _ process: (UnsafeBufferPointer<UInt8>, inout JSONWriter) -> Bool) throws {
+    var output = OutputBuffer(descriptor: 1)
+    var reader = LineReader(descriptor: 0)
+    var writer = JSONWriter(capacity: 8192)
+    var failures = 0
+    var ioError: IOError?
+    try reader.forEachLine({ line in
+        writer.removeAll()
+        if !process(line, &writer) { failures += 1 }
+        writer.raw(UInt8(ascii: "\n"))
+        writer.withUnsafeBytes { output.bytes.append(contentsOf: $0) }
+    }, onChunkEnd: {
+        do throws(IOError) { try output.flush() } catch { ioError = error }
+    })
+    try output.flush()
+    if let ioError { throw ioError }
+    if failures > 0 {
+        printError("pushdispatch \(command): \(failures) \(unit)\(failures == 1 ? "" : "s") failed")
+        throw ExitCode(1)
+    }
 }
