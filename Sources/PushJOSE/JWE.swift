@@ -171,7 +171,7 @@ public struct JWEEncrypter: Sendable {
                 contentKey = secret
             case (.a128kw, .octet(let kek)), (.a256kw, .octet(let kek)):
                 header = fixedHeader!
-                contentKey = SymmetricKey(size: SymmetricKeySize(bitCount: contentAlgorithm.keyByteCount * 8))
+                contentKey = SymmetricKey(data: RandomPool.bytes(contentAlgorithm.keyByteCount))
                 encryptedKey = [UInt8](try AES.KeyWrap.wrap(contentKey, using: kek))
             case (.ecdhES, .ecP256), (.ecdhESA256KW, .ecP256):
                 let ephemeral = P256.KeyAgreement.PrivateKey()
@@ -185,17 +185,18 @@ public struct JWEEncrypter: Sendable {
                 if keyAlgorithm == .ecdhES {
                     contentKey = derived
                 } else {
-                    contentKey = SymmetricKey(size: SymmetricKeySize(bitCount: contentAlgorithm.keyByteCount * 8))
+                    contentKey = SymmetricKey(data: RandomPool.bytes(contentAlgorithm.keyByteCount))
                     encryptedKey = [UInt8](try AES.KeyWrap.wrap(contentKey, using: derived))
                 }
             case (.rsaOAEP256, .rsa(let rsa)):
                 header = fixedHeader!
-                contentKey = SymmetricKey(size: SymmetricKeySize(bitCount: contentAlgorithm.keyByteCount * 8))
+                contentKey = SymmetricKey(data: RandomPool.bytes(contentAlgorithm.keyByteCount))
                 encryptedKey = [UInt8](try contentKey.withUnsafeBytes { try rsa.publicKey.encrypt($0, padding: .PKCS1_OAEP_SHA256) })
             default:
                 throw JOSEError.mismatch("\(keyAlgorithm.rawValue) cannot use \(key.label)")
             }
-            let sealed = try AES.GCM.seal(plaintext, using: contentKey, nonce: AES.GCM.Nonce(), authenticating: header)
+            let sealed = try AES.GCM.seal(
+                plaintext, using: contentKey, nonce: try AES.GCM.Nonce(data: RandomPool.bytes(12)), authenticating: header)
             var token: [UInt8] = []
             token.reserveCapacity(compactLength(plaintextLength: plaintext.count))
             token.append(contentsOf: header)
