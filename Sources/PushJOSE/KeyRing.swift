@@ -62,9 +62,4 @@ public struct KeyRing: Sendable {
             }
         }
     }
-
-    /// This ring with more keys.
-    public func adding(_ more: [JWK]) throws(JOSEError) -> KeyRing {
-        try KeyRing(keys + more)
-    }
 }

@@ -136,11 +136,4 @@ public struct JSONWriter: Sendable {
         writer.writeString(text)
         return writer.string
     }
-
-    /// Length of the compact serialisation of `value`, without keeping it.
-    public static func serializedLength(of value: JSON) -> Int {
-        var writer = JSONWriter(capacity: 256)
-        writer.write(value)
-        return writer.count
-    }
 }

@@ -68,11 +68,4 @@ public struct V2PayloadBuilder: Sendable {
         }
         preconditionFailure("unreachable: the last status always returns")
     }
-
-    /// Length of the event JSON of `event` at `status`: the webhook size rule (§11.11) uses it.
-    public mutating func eventLength(_ event: Event, status: PayloadStatus) -> Int {
-        eventScratch.removeAll()
-        EventWriter.write(event, status: status, into: &eventScratch)
-        return eventScratch.count
-    }
 }
