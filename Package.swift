@@ -84,7 +84,10 @@ let package = Package(
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
         .testTarget(
             name: "PushJOSETests",
-            dependencies: ["PushJOSE", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "PushJOSE", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+            ]
         ),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushJOSE"]),
         .testTarget(

@@ -284,6 +284,8 @@ public enum JWE {
         public let kid: String?
         /// `cty`: `JWT` when the plaintext is a nested JWS.
         public let contentType: String?
+        /// The whole protected header.
+        public let header: JSONObject
     }
 
     /// Decrypts `token` with the key its header names (`kid`) in `keys`.
@@ -318,7 +320,7 @@ public enum JWE {
         }
         return Decrypted(
             plaintext: plaintext, keyAlgorithm: keyAlgorithm, contentAlgorithm: content, kid: kid,
-            contentType: try header.string("cty"))
+            contentType: try header.string("cty"), header: header.object)
     }
 
     static func contentKey(

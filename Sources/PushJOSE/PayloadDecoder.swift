@@ -36,7 +36,24 @@ public struct PayloadDecoder: Sendable {
         return writer.bytes
     }
 
+    /// The fields of a v2 data payload (SPEC §7.3); `kid` only when `evt` is encrypted.
+    static let v2Fields: Set<String> = ["srv", "kid", "evt", "ver"]
+
+    /// Verifies and decrypts a v2 payload, as strictly as a device must:
+    ///
+    /// - `evt` as a JWS (not encrypted): the payload has no `kid` field; the header is exactly
+    ///   `{"alg","kid"}`, the algorithm one we sign with (ES256, HS256, EdDSA), the key a signing
+    ///   key of the set.
+    /// - `evt` as a JWE: the payload's `kid` field is present and names the JWE's key.
+    ///   Symmetric algorithms (`dir`, `A128KW`, `A256KW`): the header is exactly
+    ///   `{"alg","enc","kid"}` and the plaintext is the event. Asymmetric ones (`ECDH-ES`,
+    ///   `ECDH-ES+A256KW`, `RSA-OAEP-256`): anyone holding the device's *public* key can encrypt
+    ///   to it, so the plaintext must be a JWS of the event signed by the service (`cty: "JWT"`),
+    ///   and that signature is verified like a plain `evt`. Anything else is refused.
     private func decodeV2(_ payload: JSONObject) throws -> [UInt8] {
+        for (key, _) in payload where !Self.v2Fields.contains(key.string) {
+            throw RequestError("v2 payload: unexpected field \(quote(key.string)); a v2 payload holds srv, kid (when encrypted), evt and ver")
+        }
         guard payload[Key("srv")] == .string("webcom") else {
             throw RequestError("v2 payload: srv must be \"webcom\"")
         }
@@ -48,32 +65,78 @@ public struct PayloadDecoder: Sendable {
         }
         let token = Array(evt.utf8)
         let dots = token.lazy.filter { $0 == UInt8(ascii: ".") }.count
+        let payloadKID = payload[Key("kid")]?.stringValue
         let eventBytes: [UInt8]
         switch dots {
         case 2:
-            if payload[Key("kid")] != nil {
+            if payloadKID != nil {
                 throw JOSEError.malformed("the payload has a kid field but evt is a JWS, not a JWE")
             }
-            eventBytes = try JWS.verify(token, keys: keys).payload
+            eventBytes = try Self.verifyEventSignature(token, keys: keys, what: "evt")
         case 4:
-            let decrypted = try JWE.decrypt(token, keys: keys)
-            if case .string(let kid)? = payload[Key("kid")], kid != decrypted.kid {
-                throw JOSEError.malformed("the payload's kid \(quote(kid)) differs from the JWE header's")
+            guard let payloadKID else {
+                throw JOSEError.malformed("evt is a JWE but the payload has no kid field; an encrypted payload names its key in kid")
             }
-            if decrypted.contentType == "JWT" {
-                eventBytes = try JWS.verify(decrypted.plaintext, keys: keys).payload
+            let decrypted = try JWE.decrypt(token, keys: keys)
+            if payloadKID != decrypted.kid {
+                throw JOSEError.malformed("the payload's kid \(quote(payloadKID)) differs from the JWE header's")
+            }
+            if decrypted.keyAlgorithm.isAsymmetric {
+                let allowed: Set<String> = decrypted.keyAlgorithm == .rsaOAEP256
+                    ? ["alg", "enc", "kid", "cty"] : ["alg", "enc", "kid", "cty", "epk"]
+                try Self.requireOnly(allowed, in: decrypted.header, what: "the \(decrypted.keyAlgorithm.rawValue) JWE header")
+                guard decrypted.contentType == "JWT" else {
+                    throw JOSEError.malformed(
+                        "\(decrypted.keyAlgorithm.rawValue) encrypts to the device's public key, which anyone may hold: "
+                            + "its plaintext must be the service's signed JWS of the event (cty \"JWT\"), and this one has "
+                            + (decrypted.contentType.map { "cty \(quote($0))" } ?? "no cty"))
+                }
+                eventBytes = try Self.verifyEventSignature(decrypted.plaintext, keys: keys, what: "the nested JWS")
             } else {
+                try Self.requireOnly(["alg", "enc", "kid"], in: decrypted.header, what: "the \(decrypted.keyAlgorithm.rawValue) JWE header")
                 eventBytes = decrypted.plaintext
             }
         default:
             throw JOSEError.malformed("evt is neither a compact JWS (3 parts) nor a compact JWE (5 parts)")
         }
+        try Self.checkEvent(eventBytes)
+        return eventBytes
+    }
+
+    /// The payload of a JWS of an event: signed with ES256, HS256 or EdDSA by a signing key of
+    /// the set, header exactly `{"alg","kid"}`.
+    static func verifyEventSignature(_ token: [UInt8], keys: KeyRing, what: String) throws(JOSEError) -> [UInt8] {
+        let verified = try JWS.verify(token, keys: keys)
+        if verified.algorithm == .rs256 {
+            throw JOSEError(.unsupportedAlgorithm(verified.algorithm.rawValue))
+        }
+        try requireOnly(["alg", "kid"], in: verified.header, what: "the header of \(what)")
+        return verified.payload
+    }
+
+    static func requireOnly(_ allowed: Set<String>, in header: JSONObject, what: String) throws(JOSEError) {
+        for (key, _) in header where !allowed.contains(key.string) {
+            let list = allowed.sorted().joined(separator: ", ")
+            throw JOSEError.malformed("\(what) has an unexpected member \(quote(key.string)); expected only \(list)")
+        }
+    }
+
+    /// The event must be the JSON object of SPEC §7.3: `t` "v" or "r", `a` and `p` strings.
+    static func checkEvent(_ bytes: [UInt8]) throws(JOSEError) {
+        let event: JSON
         do {
-            _ = try JSONParser.parse(eventBytes)
+            event = try JSONParser.parse(bytes)
         } catch {
             throw JOSEError.malformed("the event is not JSON: \(error)")
         }
-        return eventBytes
+        guard case .object(let object) = event else {
+            throw JOSEError.malformed("the event is \(event.typeName), not an object")
+        }
+        guard let type = object[Key("t")]?.stringValue, type == "v" || type == "r",
+            object[Key("a")]?.stringValue != nil, object[Key("p")]?.stringValue != nil
+        else {
+            throw JOSEError.malformed("the event lacks t (\"v\" or \"r\"), a or p")
+        }
     }
 }
 
