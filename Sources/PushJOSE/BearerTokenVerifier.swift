@@ -21,7 +21,7 @@ public struct BearerTokenVerifier: Sendable {
         self.keys = keys
         self.issuer = issuer
         self.audience = audience
-        self.leeway = leeway
+        self.leeway = Swift.max(0, leeway)
     }
 
     /// A verifier for tokens signed with an HS256 secret, used as its UTF-8 bytes.
@@ -65,11 +65,12 @@ public struct BearerTokenVerifier: Sendable {
             throw Failure("the token's claims are not JSON")
         }
         guard let exp = claims[Key("exp")] else { throw Failure("the token has no exp claim") }
-        guard let expires = exp.integerValue ?? exp.doubleSeconds else { throw Failure("exp is not a number") }
-        if now > expires + leeway { throw Failure("the token expired at \(expires) (now \(now))") }
+        guard let expires = exp.secondsClaim else { throw Failure("exp is not a number of seconds") }
+        // Claims are any numbers a signer chose: the arithmetic saturates instead of trapping.
+        if now > expires.saturatingAdding(leeway) { throw Failure("the token expired at \(expires) (now \(now))") }
         if let nbf = claims[Key("nbf")] {
-            guard let notBefore = nbf.integerValue ?? nbf.doubleSeconds else { throw Failure("nbf is not a number") }
-            if now + leeway < notBefore { throw Failure("the token is not valid before \(notBefore) (now \(now))") }
+            guard let notBefore = nbf.secondsClaim else { throw Failure("nbf is not a number of seconds") }
+            if now.saturatingAdding(leeway) < notBefore { throw Failure("the token is not valid before \(notBefore) (now \(now))") }
         }
         if let issuer {
             guard claims[Key("iss")]?.stringValue == issuer else { throw Failure("the token's iss is not \(quote(issuer))") }
@@ -86,10 +87,20 @@ public struct BearerTokenVerifier: Sendable {
 }
 
 extension JSON {
-    /// A non-integral number of seconds, rounded down.
-    var doubleSeconds: Int64? {
-        if case .double(let value) = self, value.isFinite, abs(value) < 9e18 { return Int64(value.rounded(.down)) }
-        return nil
+    /// A NumericDate claim (RFC 7519 §2) in whole seconds: an integer as it is, a fraction
+    /// rounded down, a double beyond the Int64 range clamped to it; `nil` when not a number.
+    var secondsClaim: Int64? {
+        switch self {
+        case .int(let value):
+            return value
+        case .double(let value):
+            let down = value.rounded(.down)
+            if down >= 9.223372036854775807e18 { return .max }
+            if down <= -9.223372036854775808e18 { return .min }
+            return Int64(down)
+        default:
+            return nil
+        }
     }
 }
 

@@ -86,6 +86,7 @@ public struct ServiceRuntime: Sendable {
     /// Checks and prepares every application: its key files are read, its signing key found.
     static func applications(_ configuration: ServiceConfiguration) throws -> [String: PreparedApplication] {
         var prepared: [String: PreparedApplication] = [:]
+        var verifiers: [(app: String, verifier: BearerTokenVerifier)] = []
         for (id, app) in configuration.apps {
             let path = "apps.\(id)"
             var keys = try KeyRing([])
@@ -118,6 +119,7 @@ public struct ServiceRuntime: Sendable {
                         keys: try keyRing(file, key: "\(path).auth.jwks"), issuer: auth.issuer, audience: auth.audience, leeway: leeway)
                 }
             }
+            if let verifier { verifiers.append((id, verifier)) }
             let factory = EventSealerFactory(keys: keys)
             let rules = SubscriptionRules(
                 webhooks: Set(app.webhooks.keys), lifetimes: app.subscriptions.lifetimes,
@@ -125,7 +127,34 @@ public struct ServiceRuntime: Sendable {
             prepared[id] = PreparedApplication(
                 api: APIApplication(id: id, verifier: verifier, rules: rules), keys: keys, signingKey: signingKey)
         }
+        try checkTokenIsolation(verifiers.sorted { $0.app < $1.app })
         return prepared
+    }
+
+    /// A token issued for one application must never act on another (SPEC §11.10). Two
+    /// applications whose bearer tokens verify with a common key would accept each other's
+    /// tokens unless the claims tell them apart: both must then require distinct audiences
+    /// (`aud`) or distinct issuers (`iss`). Such a configuration is refused at start.
+    static func checkTokenIsolation(_ verifiers: [(app: String, verifier: BearerTokenVerifier)]) throws {
+        func thumbprints(_ verifier: BearerTokenVerifier) -> Set<String> {
+            Set(verifier.keys.keys.filter { $0.use != KeyUse.encryption.rawValue }.map(\.thumbprint))
+        }
+        func distinct(_ a: String?, _ b: String?) -> Bool {
+            if let a, let b { return a != b }
+            return false
+        }
+        let prints = verifiers.map { thumbprints($0.verifier) }
+        for i in verifiers.indices {
+            for j in verifiers.indices where j > i {
+                let (a, b) = (verifiers[i], verifiers[j])
+                guard !prints[i].isDisjoint(with: prints[j]) else { continue }
+                if distinct(a.verifier.audience, b.verifier.audience) || distinct(a.verifier.issuer, b.verifier.issuer) { continue }
+                throw ConfigurationError(
+                    "apps.\(a.app).auth and apps.\(b.app).auth verify bearer tokens with the same key, so a token issued for one "
+                        + "application would act on the other; give each application its own hs256Secret or jwks key, or set a "
+                        + "different audience (apps.\(a.app).auth.audience, apps.\(b.app).auth.audience) or issuer on both")
+            }
+        }
     }
 
     static func keyRing(_ file: String, key: String) throws -> KeyRing {

@@ -60,6 +60,16 @@ struct BearerTokenTests {
         ([("sub", "u1"), ("exp", .int(1_800_000_060)), ("nbf", .int(1_800_000_050))], "u1"),
         ([("sub", ""), ("exp", .int(1_800_000_060))], "no subject"),
         ([("exp", .int(1_800_000_060))], "no subject"),
+        // Numbers at the limits: checked without trapping (a trap here killed the server).
+        ([("sub", "u1"), ("exp", .int(.max))], "u1"),
+        ([("sub", "u1"), ("exp", .int(.max - 59))], "u1"),
+        ([("sub", "u1"), ("exp", .int(.max - 60))], "u1"),
+        ([("sub", "u1"), ("exp", .int(.min))], "the token expired"),
+        ([("sub", "u1"), ("exp", .double(1e300))], "u1"),
+        ([("sub", "u1"), ("exp", .double(-1e300))], "the token expired"),
+        ([("sub", "u1"), ("exp", .int(.max)), ("nbf", .int(.max))], "not valid before"),
+        ([("sub", "u1"), ("exp", .int(.max)), ("nbf", .int(.min))], "u1"),
+        ([("sub", "u1"), ("exp", .int(.max)), ("nbf", .double(1e300))], "not valid before"),
     ] as [([(String, JSON)], String)])
     func hs256(members: [(String, JSON)], outcome: String) throws {
         let secret = "a-secret-that-is-at-least-32-bytes-long"
@@ -71,6 +81,19 @@ struct BearerTokenTests {
         } catch {
             #expect(error.description.contains(outcome), "\(error)")
         }
+    }
+
+    @Test("a leeway at the limit does not overflow either")
+    func hugeLeeway() throws {
+        let secret = "a-secret-that-is-at-least-32-bytes-long"
+        let verifier = try BearerTokenVerifier.hs256(secret: secret, leeway: .max)
+        let key = try JWK(json: ["kty": "oct", "k": .string(Base64URL.encodeToString(Array(secret.utf8)))])
+        func token(exp: Int64) throws -> String {
+            String(decoding: try JWSSigner(key: key, algorithm: .hs256).sign(claims([("sub", "u1"), ("exp", .int(exp))])), as: UTF8.self)
+        }
+        #expect(try verifier.subject(of: try token(exp: .max), now: .max) == "u1")
+        #expect(try verifier.subject(of: try token(exp: 1), now: .max) == "u1")
+        #expect(throws: BearerTokenVerifier.Failure.self) { try verifier.subject(of: try token(exp: .min), now: .max) }
     }
 
     @Test("a short HS256 secret is refused")

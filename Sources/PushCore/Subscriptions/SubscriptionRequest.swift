@@ -98,11 +98,11 @@ public struct SubscriptionLifetimes: Sendable, Equatable {
     /// The expiration to store for a request made at `now` asking for `requested` (`nil`:
     /// the default). A time in the past is an error; one beyond the maximum is capped.
     public func expiration(requested: Int64?, now: Int64) throws(RequestError) -> Int64 {
-        guard let requested else { return now + min(defaultLifetime, maxLifetime) }
+        guard let requested else { return now.saturatingAdding(min(defaultLifetime, maxLifetime)) }
         if requested <= now {
             throw RequestError("expirationTimestampSeconds: \(requested) is not in the future (now is \(now)); use 0 to remove")
         }
-        return min(requested, now + maxLifetime)
+        return min(requested, now.saturatingAdding(maxLifetime))
     }
 }
 

@@ -1,0 +1,19 @@
+extension Int64 {
+    /// `self + other`, clamped to `Int64.min ... Int64.max` instead of trapping: for numbers that
+    /// come from outside (token claims, configured durations, client timestamps), where an
+    /// overflow must not become a crash.
+    @inlinable
+    public func saturatingAdding(_ other: Int64) -> Int64 {
+        let (sum, overflow) = addingReportingOverflow(other)
+        if !overflow { return sum }
+        return other > 0 ? .max : .min
+    }
+
+    /// `self * other`, clamped like ``saturatingAdding(_:)``.
+    @inlinable
+    public func saturatingMultiplying(_ other: Int64) -> Int64 {
+        let (product, overflow) = multipliedReportingOverflow(by: other)
+        if !overflow { return product }
+        return (self < 0) == (other < 0) ? .max : .min
+    }
+}
