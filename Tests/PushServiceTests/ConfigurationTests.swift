@@ -60,12 +60,14 @@ struct ConfigurationTests {
         #expect(configuration.apps["a"]?.webhooks["w"]?.secret.value == "s")
     }
 
+    static let serviceAccount = fixtures.appendingPathComponent("config/toto-service-account.json").path
+
     @Test("environment variables override keys, names matched case-insensitively")
     func environmentOverrides() throws {
         let text = """
             apps:
               my-app:
-                fcm: {serviceAccountFile: sa.json}
+                fcm: {serviceAccountFile: \(Self.serviceAccount)}
                 webhooks: {orders: {url: "https://a/b", secret: x}}
             """
         var environment = Self.environment
@@ -74,50 +76,171 @@ struct ConfigurationTests {
         environment["PUSHDISPATCH_APPS_MY_APP_FCM_ENDPOINT"] = "https://fcm.test:8443"
         environment["PUSHDISPATCH_APPS_MY_APP_WEBHOOKS_ORDERS_SECRET"] = "env:TOTO_WEBHOOK_SECRET"
         environment["PUSHDISPATCH_DELIVERY_RETRY_INITIAL"] = "500ms"
+        environment["PUSHDISPATCH_DELIVERY_RETRY_JITTER"] = "0.5"
         environment["PUSHDISPATCH_APPS_MY_APP_SUBSCRIPTIONS_MAXWEIGHT"] = "64KiB"
         let configuration = try load(text, environment)
         #expect(configuration.http == .init(host: "0.0.0.0", port: 9090))
         #expect(configuration.apps["my-app"]?.fcm?.endpoint == "https://fcm.test:8443")
         #expect(configuration.apps["my-app"]?.webhooks["orders"]?.secret.value == "whsec")
         #expect(configuration.delivery.retry.initial == .milliseconds(500))
+        #expect(configuration.delivery.retry.jitter == 0.5)
         #expect(configuration.apps["my-app"]?.subscriptions.maxWeight == 64 << 10)
     }
 
-    @Test("secrets come from the environment or a file, and are never printed")
-    func secrets() throws {
-        let file = FileManager.default.temporaryDirectory.appendingPathComponent("secret-\(UUID().uuidString)")
-        try Data("from-a-file-and-long-enough-to-sign-with\n".utf8).write(to: file)
-        defer { try? FileManager.default.removeItem(at: file) }
-        let configuration = try load("apps: {a: {auth: {hs256Secret: \"file:\(file.path)\"}}}")
-        let secret = try #require(configuration.apps["a"]?.auth?.hs256Secret)
-        #expect(secret.value == "from-a-file-and-long-enough-to-sign-with")
-        #expect("\(secret)" == "<secret>" && String(reflecting: secret) == "<secret>")
-        #expect(!"\(configuration.apps["a"]!)".contains("from-a-file"))
+    @Test("an override is the variable's exact text, converted to the key's type")
+    func overridesAreExact() throws {
+        let text = "apps: {a: {webhooks: {w: {url: \"https://a/b\", secret: x}}, auth: {hs256Secret: placeholder-placeholder-placeholder}}}"
+        var environment = Self.environment
+        // YAML would read 'abc #x' as "abc" (a comment) and 'yes' as a boolean: an override is text.
+        environment["PUSHDISPATCH_APPS_A_WEBHOOKS_W_SECRET"] = "abc #x"
+        environment["PUSHDISPATCH_APPS_A_AUTH_HS256SECRET"] = "yes-this-is-a-secret-of-32-bytes-or-more"
+        environment["PUSHDISPATCH_APPS_A_AUTH_ISSUER"] = "null"
+        var configuration = try load(text, environment)
+        #expect(configuration.apps["a"]?.webhooks["w"]?.secret.value == "abc #x")
+        #expect(configuration.apps["a"]?.auth?.hs256Secret?.value == "yes-this-is-a-secret-of-32-bytes-or-more")
+        #expect(configuration.apps["a"]?.auth?.issuer == "null")
+        environment = Self.environment
+        environment["PUSHDISPATCH_APPS_A_WEBHOOKS_W_SECRET"] = "yes"
+        configuration = try load(text, environment)
+        #expect(configuration.apps["a"]?.webhooks["w"]?.secret.value == "yes")
+    }
+
+    @Test("a bad or empty override is refused, naming the variable and the key", arguments: [
+        ("PUSHDISPATCH_HTTP_PORT", "", "PUSHDISPATCH_HTTP_PORT is set but empty; give it the value of http.port, or unset it"),
+        ("PUSHDISPATCH_STORE_SQLITE", "", "PUSHDISPATCH_STORE_SQLITE is set but empty"),
+        ("PUSHDISPATCH_HTTP_PORT", "80 # web", "PUSHDISPATCH_HTTP_PORT (http.port): expected an integer, got \"80 # web\""),
+        ("PUSHDISPATCH_HTTP_PORT", "0x50", "expected an integer"),
+        ("PUSHDISPATCH_HTTP_PORT", "70000", "http.port (set by PUSHDISPATCH_HTTP_PORT): 70000 is out of range"),
+        ("PUSHDISPATCH_HTTP_HOST", "not a host", "http.host (set by PUSHDISPATCH_HTTP_HOST): expected an IP address"),
+        ("PUSHDISPATCH_DELIVERY_RETRY_JITTER", "nan", "expected a decimal number"),
+        ("PUSHDISPATCH_DELIVERY_RETRY_JITTER", "1e400", "expected a decimal number"),
+        ("PUSHDISPATCH_EXPIRY_INTERVAL", "0s", "expiry.interval (set by PUSHDISPATCH_EXPIRY_INTERVAL): 0s is out of range"),
+    ])
+    func badOverride(variable: String, value: String, message: String) {
+        var environment = Self.environment
+        environment[variable] = value
+        let error = error("", environment)
+        #expect(error.contains(message), "got: \(error)")
+    }
+
+    @Test("a secret never appears in a message, whatever goes wrong around it")
+    func secretsNeverEchoed() {
+        let secret = "s3cr3t-value-that-must-never-be-printed-anywhere"
+        let texts = [
+            // A YAML error (a duplicate key) next to the secret: the message holds no file text.
+            "apps:\n  a:\n    auth: {hs256Secret: \"\(secret)\"}\n    auth: {hs256Secret: \"\(secret)\"}\n",
+            "apps:\n  a:\n    auth: {hs256Secret: \"\(secret)\", audience: [1]}\n",
+            "apps:\n  a:\n    auth: {hs256Secret: \"\(secret)\"\n",
+            "store: {postgres: \"postgres://u:\(secret)@\"}",
+            "apps: {a: {hms: {clientId: x, clientSecret: \"\(secret)\", endpoint: \"not a url\"}}}",
+        ]
+        for text in texts {
+            let message = error(text)
+            #expect(message != "no error")
+            #expect(!message.contains(secret), "\(message)")
+        }
+        var environment = Self.environment
+        environment["PUSHDISPATCH_STORE_POSTGRES"] = "mysql://u:\(secret)@h"
+        #expect(!error("", environment).contains(secret))
+    }
+
+    @Test("every problem is reported at once")
+    func everyProblem() throws {
+        do {
+            _ = try load("http: {port: -1, host: \"a b\"}\nexpiry: {interval: 0s}\nhtpp: {}")
+            Issue.record("accepted")
+        } catch let error as ConfigurationError {
+            #expect(error.problems.count == 4, "\(error.problems)")
+            #expect(error.problems.contains { $0.hasPrefix("http.port:") })
+            #expect(error.problems.contains { $0.hasPrefix("http.host:") })
+            #expect(error.problems.contains { $0.hasPrefix("expiry.interval:") })
+            #expect(error.problems.contains { $0.hasPrefix("htpp: unknown key") })
+        }
+    }
+
+    @Test("YAML input is bounded: aliases, depth, size")
+    func yamlLimits() {
+        // Nine levels of aliases would expand to 10^9 values.
+        var bomb = "a: &a [x, x, x, x, x, x, x, x, x, x]\n"
+        for level in 1...9 {
+            let previous = level == 1 ? "a" : "l\(level - 1)"
+            bomb += "l\(level): &l\(level) [" + Array(repeating: "*\(previous)", count: 10).joined(separator: ", ") + "]\n"
+        }
+        let start = ContinuousClock.now
+        #expect(error(bomb).contains("YAML anchors and aliases (&name, *name) are not supported"))
+        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(error("a: &x 1\nb: *x").contains("line 1: YAML anchors and aliases"))
+        // Aliases as complex keys: Yams would hash the expanded key while composing.
+        #expect(error(bomb + "? *l9\n: 1\n").contains("not supported"))
+        #expect(error("apps:\n  - *x\n").contains("line 2: YAML anchors"))
+        #expect(error("apps: {a: *x}").contains("line 1: YAML anchors"))
+        // & and * inside values are values.
+        for text in [
+            "apps: {a: {webhooks: {w: {url: \"https://h/p?a=1&b=2\", secret: \"x, *y\"}}}}",
+            "apps: {a: {webhooks: {w: {url: 'https://h/p?a=1&b=2', secret: 'it''s *y'}}}}",
+            "apps: {a: {webhooks: {w: {url: https://h/p?a=1&b=2, secret: a*b&c}}}}  # *comment &x",
+        ] {
+            #expect(error(text) == "no error", "\(text): \(error(text))")
+        }
+        let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)
+        #expect(error("http: " + deep).contains("nested deeper than 32 levels"))
+        let big = "apps: {}\n" + String(repeating: "# padding\n", count: 110_000)
+        #expect(error(big).contains("larger than 1048576 bytes"))
+    }
+
+    @Test("a long value is cut in messages")
+    func boundedEcho() {
+        let long = String(repeating: "x", count: 500_000)
+        let message = error("http: {host: \"\(long)\"}")
+        #expect(message.contains("(500000 bytes)"))
+        #expect(message.utf8.count < 400)
+        var environment = Self.environment
+        environment["PUSHDISPATCH_HTTP_HOST"] = String(repeating: "y", count: 10_000_000)
+        let fromVariable = error("", environment)
+        #expect(fromVariable.contains("(10000000 bytes)"))
+        #expect(fromVariable.utf8.count < 400)
     }
 
     @Test("bad configurations are refused with the key, the problem and what was expected", arguments: [
         ("htpp: {port: 1}", "htpp: unknown key; expected one of apps, delivery, expiry, http, ingest, store"),
-        ("http: {port: 70000}", "http.port: 70000 is not a port; expected 0 to 65535"),
+        ("http: {port: 70000}", "http.port: 70000 is out of range; expected a port: 0 to 65535"),
         ("http: {port: \"80\"}", "http.port: expected an integer"),
         ("http: [1]", "http: expected a mapping of keys, got an array"),
+        ("http: {host: \"\"}", "http.host: expected an IP address"),
+        ("http: {host: \"300.1.1.1\"}", "http.host: expected an IP address"),
+        ("http: {host: \"a_b.example\"}", "http.host: expected an IP address"),
         ("delivery: {timeout: 10}", "delivery.timeout: expected a duration such as 500ms, 10s, 5m, 2h or 7d, got 10"),
         ("delivery: {timeout: 10 s}", "delivery.timeout: expected a duration"),
+        ("delivery: {timeout: 0s}", "delivery.timeout: 0s is out of range; expected 100ms to 10m"),
         ("delivery: {retry: {jitter: 2}}", "delivery.retry.jitter: 2.0 is out of range; expected 0.0 to 1.0"),
-        ("delivery: {concurrency: {perApp: 0}}", "delivery.concurrency.perApp: at least 1, got 0"),
-        ("store: {sqlite: a.db, postgres: postgres://x}", "store: give either sqlite or postgres, not both"),
-        ("expiry: {interval: 5m}", "expiry.interval: at most 30s"),
+        ("delivery: {retry: {initial: 30m, window: 10m}}", "delivery.retry.initial: longer than delivery.retry.window"),
+        ("delivery: {concurrency: {perApp: 0}}", "delivery.concurrency.perApp: 0 is out of range; expected 1 to 65536"),
+        ("delivery: {caFile: /no/such/ca.pem}", "delivery.caFile: cannot read the file \"/no/such/ca.pem\""),
+        ("store: {sqlite: /tmp/a.db, postgres: postgres://x}", "store: give either sqlite or postgres, not both"),
+        ("store: {sqlite: \"\"}", "store.sqlite: expected a file path"),
+        ("store: {sqlite: /no/such/folder/a.db}", "store.sqlite: the folder \"/no/such/folder\" does not exist"),
+        ("ingest: {deadLetter: /no/such/folder/dl.ndjson}", "ingest.deadLetter: the folder \"/no/such/folder\" does not exist"),
+        ("expiry: {interval: 5m}", "expiry.interval: 5m is out of range; expected at most 30s"),
+        ("expiry: {interval: 0s}", "expiry.interval: 0s is out of range"),
         ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of auth, fcm, hms, keys, signingKey, subscriptions, webhooks"),
         ("apps: {toto: {auth: {}}}", "apps.toto.auth: give hs256Secret or jwks"),
         ("apps: {toto: {auth: {hs256Secret: short}}}", "apps.toto.auth.hs256Secret: 5 bytes; HS256 needs at least 32"),
-        ("apps: {toto: {auth: {hs256Secret: env:NOPE}}}", "apps.toto.auth.hs256Secret: the environment variable NOPE is not set"),
-        ("apps: {toto: {auth: {hs256Secret: file:/no/such/file}}}", "apps.toto.auth.hs256Secret: cannot read the secret file /no/such/file"),
+        ("apps: {toto: {auth: {hs256Secret: env:NOPE}}}", "apps.toto.auth.hs256Secret: the environment variable \"NOPE\" is not set"),
+        ("apps: {toto: {auth: {hs256Secret: file:/no/such/file}}}", "apps.toto.auth.hs256Secret: cannot read the secret file \"/no/such/file\""),
+        ("apps: {toto: {auth: {jwks: /no/such/jwks.json}}}", "apps.toto.auth.jwks: cannot read the file"),
+        ("apps: {toto: {auth: {hs256Secret: env:TOTO_AUTH_SECRET, leeway: 2h}}}", "apps.toto.auth.leeway: 2h is out of range; expected 0ms to 1h"),
+        ("apps: {toto: {fcm: {endpoint: \"https://x\"}}}", "apps.toto.fcm.serviceAccountFile: missing"),
+        ("apps: {toto: {fcm: {serviceAccountFile: /no/such/sa.json}}}", "apps.toto.fcm.serviceAccountFile: cannot read the file"),
         ("apps: {toto: {hms: {clientId: 1234567, clientSecret: x}}}", "apps.toto.hms.clientId: expected a string, got a number (quote it)"),
-        ("apps: {toto: {webhooks: {w: {url: ftp://x, secret: s}}}}", "apps.toto.webhooks.w.url: expected an http(s) URL, got \"ftp://x\""),
+        ("apps: {toto: {hms: {clientSecret: x}}}", "apps.toto.hms.clientId: missing"),
+        ("apps: {toto: {webhooks: {w: {url: ftp://x, secret: s}}}}", "apps.toto.webhooks.w.url: expected an http(s) URL such as https://host/path, got \"ftp://x\""),
         ("apps: {toto: {webhooks: {w: {url: https://x}}}}", "apps.toto.webhooks.w.secret: missing"),
         ("apps: {toto: {subscriptions: {defaultLifetime: 40d}}}", "apps.toto.subscriptions.defaultLifetime: longer than maxLifetime"),
         ("apps: {toto: {subscriptions: {maxWeight: 1MB}}}", "apps.toto.subscriptions.maxWeight: expected a size such as 4096, 64KiB or 1MiB"),
+        ("apps: {toto: {subscriptions: {maxWeight: 0}}}", "apps.toto.subscriptions.maxWeight: 0 bytes is out of range"),
+        ("apps: {toto: {subscriptions: {maxLifetime: 100000d}}}", "apps.toto.subscriptions.maxLifetime: 100000d is out of range"),
         ("apps: {\"a/b\": {}}", "apps.a/b: application id \"a/b\" contains '/'"),
-        ("http: {port: 1}\nhttp: {port: 2}", "not valid YAML"),
+        ("http: {port: 1}\nhttp: {port: 2}", "not valid YAML or JSON: line 1: the key \"http\" appears twice in one mapping"),
         ("- 1", "the top level must be a mapping"),
     ])
     func refused(text: String, message: String) {
@@ -125,12 +248,44 @@ struct ConfigurationTests {
         #expect(error.contains(message), "got: \(error)")
     }
 
+    @Test("a service-account file is read and checked at start")
+    func serviceAccountChecked() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("sa-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        for (content, message) in [
+            ("{}", "has no \"project_id\" string"),
+            ("not json", "not a service-account key file"),
+            (#"{"project_id":"p","client_email":"e","token_uri":"https://t","private_key":"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"}"#,
+             "private_key is not a PEM RSA private key"),
+        ] {
+            let file = folder.appendingPathComponent("sa.json")
+            try Data(content.utf8).write(to: file)
+            let error = error("apps: {toto: {fcm: {serviceAccountFile: \(file.path)}}}")
+            #expect(error.contains(message), "got: \(error)")
+        }
+        _ = try load("apps: {toto: {fcm: {serviceAccountFile: \(Self.serviceAccount)}}}")
+    }
+
+    @Test("replay does not check what only the REST API uses")
+    func replayPurpose() throws {
+        let text = "apps: {toto: {auth: {hs256Secret: short}}}"
+        #expect(throws: ConfigurationError.self) { try load(text) }
+        let configuration = try ConfigurationLoader.load(text: text, baseDirectory: "/tmp", environment: [:], purpose: .replay)
+        #expect(configuration.apps["toto"] != nil)
+    }
+
     @Test("environment variables that match no key, or several, are refused")
     func badOverrides() {
         #expect(error("", ["PUSHDISPATCH_HTTP_PROT": "1"]).contains("PUSHDISPATCH_HTTP_PROT: no configuration key matches"))
         #expect(error("", ["PUSHDISPATCH_APPS_TOTO_KEYS": "k.json"]).contains("no configuration key matches"))
-        let ambiguous = "apps: {a-b: {}, a: {}}"
-        #expect(error(ambiguous, ["PUSHDISPATCH_APPS_A_B_KEYS": "x"]).contains("no configuration key matches") == false)
+        // "a-b" and "a_b" both spell A_B in a variable name.
+        let ambiguous = "apps: {a-b: {}, a_b: {}}"
+        #expect(error(ambiguous, ["PUSHDISPATCH_APPS_A_B_SIGNINGKEY": "x"]).contains(
+            "PUSHDISPATCH_APPS_A_B_SIGNINGKEY: matches several keys (apps.a-b.signingKey, apps.a_b.signingKey)"))
+        // One match only: "a" is an application, "a-b" another; A_B_SIGNINGKEY names a-b's key.
+        let configuration = try? load("apps: {a-b: {}, a: {}}", ["PUSHDISPATCH_APPS_A_B_SIGNINGKEY": "x"])
+        #expect(configuration?.apps["a-b"]?.signingKey == "x")
     }
 
     @Test("durations and sizes", arguments: [

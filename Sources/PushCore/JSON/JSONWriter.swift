@@ -129,11 +129,48 @@ public struct JSONWriter: Sendable {
         value.rounded(.towardZero) == value && abs(value) < 9_007_199_254_740_992
     }
 
+    /// Longest part of an input that a message echoes, in UTF-8 bytes.
+    public static let excerptBytes = 96
+
     /// `text` in double quotes, escaped as JSON writes it: for messages, where control
-    /// characters and quotes must show.
+    /// characters and quotes must show. A text longer than ``excerptBytes`` is cut (at a
+    /// character boundary) and followed by `…` and its length, so that a message never echoes a
+    /// huge input whole.
     public static func quoted(_ text: String) -> String {
-        var writer = JSONWriter(capacity: text.utf8.count + 2)
-        writer.writeString(text)
-        return writer.string
+        let length = text.utf8.count
+        var writer = JSONWriter(capacity: min(length, excerptBytes) + 24)
+        if length <= excerptBytes {
+            writer.writeString(text)
+            return writer.string
+        }
+        writer.writeString(String(decoding: utf8Prefix(text.utf8, maxBytes: excerptBytes), as: UTF8.self))
+        return writer.string + "… (\(length) bytes)"
+    }
+
+    /// The longest prefix of valid UTF-8 `bytes` of at most `maxBytes` bytes that ends on a
+    /// character (scalar) boundary.
+    public static func utf8Prefix(_ bytes: some Collection<UInt8>, maxBytes: Int) -> [UInt8] {
+        var prefix = Array(bytes.prefix(maxBytes))
+        guard prefix.count == maxBytes, prefix.count < bytes.count else { return prefix }
+        // Find where the last scalar starts; drop it unless it is complete.
+        var start = prefix.count - 1
+        while start > 0 && prefix[start] & 0xC0 == 0x80 { start -= 1 }
+        let lead = prefix[start]
+        let length = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2
+        if start + length > prefix.count { prefix.removeSubrange(start...) }
+        return prefix
+    }
+}
+
+extension JSON {
+    /// The compact serialisation for a message: cut after ``JSONWriter/excerptBytes`` bytes
+    /// (followed by `…` and the full length), so that a message never echoes a huge value whole.
+    public var excerpt: String {
+        var writer = JSONWriter(capacity: 128)
+        writer.write(self)
+        let length = writer.count
+        if length <= JSONWriter.excerptBytes { return writer.string }
+        let bytes = JSONWriter.utf8Prefix(writer.bytes, maxBytes: JSONWriter.excerptBytes)
+        return String(decoding: bytes, as: UTF8.self) + "… (\(length) bytes)"
     }
 }

@@ -79,7 +79,7 @@ public struct PayloadRequest: Sendable {
         if let reasonValue = reader.value("revoke") {
             guard case .string(let reasonText) = reasonValue, let reason = RevokeReason(rawValue: reasonText) else {
                 throw RequestError(
-                    "revoke: expected one of \(RevokeReason.allCases.map { quoted($0.rawValue) }.joined(separator: ", ")), got \(reasonValue)"
+                    "revoke: expected one of \(RevokeReason.allCases.map { quoted($0.rawValue) }.joined(separator: ", ")), got \(reasonValue.excerpt)"
                 )
             }
             for field in ["mode", "before", "after"] where reader.value(field) != nil {
@@ -209,7 +209,7 @@ public struct FieldReader {
         guard let value = value(field), !value.isNull else { return nil }
         let expected = E.allCases.map { quoted($0.rawValue) }.joined(separator: ", ")
         guard case .string(let text) = value, let result = E(rawValue: text) else {
-            throw RequestError("\(label(field)): expected one of \(expected), got \(value)")
+            throw RequestError("\(label(field)): expected one of \(expected), got \(value.excerpt)")
         }
         return result
     }

@@ -1,218 +1,282 @@
 import Foundation
 import PushCore
+import PushJOSE
 
-/// Turns the configuration JSON into a ``ServiceConfiguration``, checking every key: errors
-/// name the key, say what is wrong and what was expected.
+/// Turns the configuration JSON into a ``ServiceConfiguration``, checking every key. A problem
+/// names the key (and the variable that set it, if one did), says what is wrong and what was
+/// expected; decoding goes on after a problem, so that every problem is reported at once.
 struct ConfigurationDecoder {
     let baseDirectory: String
     let environment: [String: String]
+    /// Key path (`http.port`) → the `PUSHDISPATCH_*` variable that set it.
+    let overrides: [String: String]
+
+    init(baseDirectory: String, environment: [String: String], overrides: [String: String] = [:]) {
+        self.baseDirectory = baseDirectory
+        self.environment = environment
+        self.overrides = overrides
+    }
 
     func decode(_ json: JSON) throws -> ServiceConfiguration {
-        let root = try Section(json, path: "", schema: .root)
+        let report = ProblemReport()
+        let configuration = decode(json, report: report)
+        if !report.problems.isEmpty {
+            throw ConfigurationError(problems: report.problems)
+        }
+        return configuration
+    }
 
-        let storeSection = try root.section("store")
-        let sqlite = try storeSection.string("sqlite")
-        let postgres = try storeSection.string("postgres")
+    func decode(_ json: JSON, report: ProblemReport) -> ServiceConfiguration {
+        let context = Section.Context(report: report, overrides: overrides, baseDirectory: baseDirectory, environment: environment)
+        let root = Section(json, path: "", schema: .root, context: context)
+
+        let storeSection = root.section("store")
+        let sqlite = storeSection.path("sqlite", parentMustExist: true)
+        let postgres = storeSection.postgresURL("postgres")
         let store: ServiceConfiguration.Store
         switch (sqlite, postgres) {
         case (.some, .some):
-            throw ConfigurationError("store: give either sqlite or postgres, not both")
+            report.add("store: give either sqlite or postgres, not both")
+            store = .sqlite(path: sqlite!)
         case (_, .some(let url)):
             store = .postgres(url: url)
         case (let path, nil):
-            store = .sqlite(path: file(path ?? "./pushdispatch.db"))
+            store = .sqlite(path: path ?? storeSection.resolve("./pushdispatch.db"))
         }
 
-        let ingestSection = try root.section("ingest")
+        let ingestSection = root.section("ingest")
+        let socket = ingestSection.path("socket", parentMustExist: true)
+        if let socket, socket.utf8.count > 107 {
+            report.add(
+                "\(ingestSection.label("socket")): the socket path is \(socket.utf8.count) bytes; a Unix socket path is at most 107 (move it to a shorter folder)")
+        }
         let ingest = ServiceConfiguration.Ingest(
-            queueFile: try ingestSection.string("queueFile").map(file), socket: try ingestSection.string("socket").map(file),
-            deadLetter: file(try ingestSection.string("deadLetter") ?? "./dead-letter.ndjson"))
+            queueFile: ingestSection.path("queueFile", parentMustExist: true), socket: socket,
+            deadLetter: ingestSection.path("deadLetter", parentMustExist: true) ?? ingestSection.resolve("./dead-letter.ndjson"))
 
-        let httpSection = try root.section("http")
-        let port = try httpSection.integer("port") ?? 8080
-        guard (0...65535).contains(port) else {
-            throw ConfigurationError("http.port: \(port) is not a port; expected 0 to 65535 (0 picks a free one)")
+        let httpSection = root.section("http")
+        let http = ServiceConfiguration.HTTP(
+            host: httpSection.host("host") ?? "127.0.0.1",
+            port: Int(httpSection.integer("port", range: 0...65535, expected: "a port: 0 to 65535 (0 picks a free one)") ?? 8080))
+
+        let deliverySection = root.section("delivery")
+        let retrySection = deliverySection.section("retry")
+        let concurrency = deliverySection.section("concurrency")
+        var retry = ServiceConfiguration.Delivery.Retry(
+            initial: retrySection.duration("initial", range: .milliseconds(10) ... .seconds(3600)) ?? .seconds(1),
+            multiplier: retrySection.number("multiplier", range: 1...100) ?? 2,
+            jitter: retrySection.number("jitter", range: 0...1) ?? 0.2,
+            window: retrySection.duration("window", range: .seconds(1) ... .seconds(7 * 86_400)) ?? .seconds(7200))
+        if retry.initial > retry.window {
+            report.add("\(retrySection.label("initial")): longer than \(retrySection.label("window")); the first retry must fall within the window")
+            retry.initial = retry.window
         }
-        let http = ServiceConfiguration.HTTP(host: try httpSection.string("host") ?? "127.0.0.1", port: Int(port))
-
-        let deliverySection = try root.section("delivery")
-        let retrySection = try deliverySection.section("retry")
-        let concurrency = try deliverySection.section("concurrency")
         let delivery = ServiceConfiguration.Delivery(
-            retry: .init(
-                initial: try retrySection.duration("initial") ?? .seconds(1),
-                multiplier: try retrySection.number("multiplier", range: 1...100) ?? 2,
-                jitter: try retrySection.number("jitter", range: 0...1) ?? 0.2,
-                window: try retrySection.duration("window") ?? .seconds(7200)),
-            timeout: try deliverySection.duration("timeout") ?? .seconds(10),
-            perProvider: Int(try concurrency.integer("perProvider", minimum: 1) ?? 256),
-            perApp: Int(try concurrency.integer("perApp", minimum: 1) ?? 64),
-            caFile: try deliverySection.string("caFile").map(file))
+            retry: retry,
+            timeout: deliverySection.duration("timeout", range: .milliseconds(100) ... .seconds(600)) ?? .seconds(10),
+            perProvider: Int(concurrency.integer("perProvider", range: 1...65_536, expected: "1 to 65536") ?? 256),
+            perApp: Int(concurrency.integer("perApp", range: 1...65_536, expected: "1 to 65536") ?? 64),
+            caFile: deliverySection.certificateFile("caFile"))
 
-        let expirySection = try root.section("expiry")
-        let expiry = ServiceConfiguration.Expiry(interval: try expirySection.duration("interval") ?? .seconds(15))
-        if expiry.interval > .seconds(30) {
-            throw ConfigurationError("expiry.interval: at most 30s, so that an expired subscription's revoke goes out within a minute")
-        }
+        let expirySection = root.section("expiry")
+        let expiry = ServiceConfiguration.Expiry(
+            interval: expirySection.duration(
+                "interval", range: .milliseconds(100) ... .seconds(30),
+                why: "at most 30s, so that an expired subscription's revoke goes out within a minute") ?? .seconds(15))
 
         var apps: [String: AppConfiguration] = [:]
-        for (name, section) in try root.names("apps") {
+        for (name, section) in root.names("apps") {
             do {
-                try AppID.validate(name, field: "apps.\(name)")
+                try AppID.validate(name, field: section.path)
             } catch {
-                throw ConfigurationError(error.message)
+                report.add(error.message)
+                continue
             }
-            apps[name] = try app(name, section)
+            apps[name] = app(name, section, report: report)
         }
         return ServiceConfiguration(
             store: store, ingest: ingest, http: http, delivery: delivery, expiry: expiry, apps: apps, baseDirectory: baseDirectory)
     }
 
-    func app(_ id: String, _ section: Section) throws -> AppConfiguration {
+    func app(_ id: String, _ section: Section, report: ProblemReport) -> AppConfiguration {
         var auth: AppConfiguration.Auth?
         if section.has("auth") {
-            let authSection = try section.section("auth")
-            let secret = try authSection.secret("hs256Secret", resolve: resolve)
-            let jwks = try authSection.string("jwks").map(file)
+            let authSection = section.section("auth")
+            let secret = authSection.secret("hs256Secret", category: .authentication)
+            let jwks = authSection.path("jwks", mustExist: true, category: .authentication)
             switch (secret, jwks) {
             case (.some, .some):
-                throw ConfigurationError("\(authSection.path): give either hs256Secret or jwks, not both")
-            case (nil, nil):
-                throw ConfigurationError("\(authSection.path): give hs256Secret or jwks to verify the REST API's bearer tokens")
+                report.add("\(authSection.path): give either hs256Secret or jwks, not both", category: .authentication)
+            case (nil, nil) where !authSection.has("hs256Secret") && !authSection.has("jwks"):
+                report.add(
+                    "\(authSection.path): give hs256Secret or jwks to verify the REST API's bearer tokens", category: .authentication)
             default:
                 break
             }
             if let secret, secret.value.utf8.count < 32 {
-                throw ConfigurationError(
-                    "\(authSection.path).hs256Secret: \(secret.value.utf8.count) bytes; HS256 needs at least 32 (RFC 7518 §3.2)")
+                report.add(
+                    "\(authSection.label("hs256Secret")): \(secret.value.utf8.count) bytes; HS256 needs at least 32 (RFC 7518 §3.2)",
+                    category: .authentication)
             }
             auth = .init(
-                hs256Secret: secret, jwks: jwks, issuer: try authSection.string("issuer"), audience: try authSection.string("audience"),
-                leeway: try authSection.duration("leeway") ?? .seconds(60))
+                hs256Secret: secret, jwks: jwks, issuer: authSection.nonEmptyString("issuer"),
+                audience: authSection.nonEmptyString("audience"),
+                leeway: authSection.duration("leeway", range: .zero ... .seconds(3600)) ?? .seconds(60))
         }
         var fcm: AppConfiguration.FCM?
         if section.has("fcm") {
-            let fcmSection = try section.section("fcm")
-            guard let account = try fcmSection.string("serviceAccountFile") else {
-                throw ConfigurationError("\(fcmSection.path).serviceAccountFile: missing; the Google service-account key file")
+            let fcmSection = section.section("fcm")
+            let account = fcmSection.serviceAccountFile("serviceAccountFile")
+            if account == nil && !fcmSection.has("serviceAccountFile") {
+                report.add("\(fcmSection.path).serviceAccountFile: missing; the Google service-account key file of the Firebase project")
             }
             fcm = .init(
-                serviceAccountFile: file(account), endpoint: try fcmSection.url("endpoint") ?? "https://fcm.googleapis.com")
+                serviceAccountFile: account ?? "", endpoint: fcmSection.url("endpoint") ?? "https://fcm.googleapis.com")
         }
         var hms: AppConfiguration.HMS?
         if section.has("hms") {
-            let hmsSection = try section.section("hms")
-            guard let clientID = try hmsSection.string("clientId") else {
-                throw ConfigurationError("\(hmsSection.path).clientId: missing")
+            let hmsSection = section.section("hms")
+            let clientID = hmsSection.nonEmptyString("clientId")
+            if clientID == nil && !hmsSection.has("clientId") {
+                report.add("\(hmsSection.path).clientId: missing; the app's client ID from AppGallery Connect")
             }
-            guard let clientSecret = try hmsSection.secret("clientSecret", resolve: resolve) else {
-                throw ConfigurationError("\(hmsSection.path).clientSecret: missing")
+            let clientSecret = hmsSection.secret("clientSecret")
+            if clientSecret == nil && !hmsSection.has("clientSecret") {
+                report.add("\(hmsSection.path).clientSecret: missing; the app's client secret from AppGallery Connect")
             }
             hms = .init(
-                clientID: clientID, clientSecret: clientSecret,
-                endpoint: try hmsSection.url("endpoint") ?? "https://push-api.cloud.huawei.com",
-                tokenEndpoint: try hmsSection.url("tokenEndpoint") ?? "https://oauth-login.cloud.huawei.com/oauth2/v3/token")
+                clientID: clientID ?? "", clientSecret: clientSecret ?? Secret(""),
+                endpoint: hmsSection.url("endpoint") ?? "https://push-api.cloud.huawei.com",
+                tokenEndpoint: hmsSection.url("tokenEndpoint") ?? "https://oauth-login.cloud.huawei.com/oauth2/v3/token")
         }
         var webhooks: [String: AppConfiguration.Webhook] = [:]
-        for (name, webhookSection) in try section.names("webhooks") {
-            guard let url = try webhookSection.url("url") else { throw ConfigurationError("\(webhookSection.path).url: missing") }
-            guard let secret = try webhookSection.secret("secret", resolve: resolve) else {
-                throw ConfigurationError("\(webhookSection.path).secret: missing; webhooks are signed (Standard Webhooks)")
+        for (name, webhookSection) in section.names("webhooks") {
+            if name.isEmpty || name.utf8.count > 128 || name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
+                report.add("\(webhookSection.path): a webhook name is 1 to 128 bytes without control characters")
+                continue
             }
-            webhooks[name] = .init(url: url, secret: secret)
+            let url = webhookSection.url("url")
+            if url == nil && !webhookSection.has("url") { report.add("\(webhookSection.path).url: missing; the endpoint to POST to") }
+            let secret = webhookSection.secret("secret")
+            if secret == nil && !webhookSection.has("secret") {
+                report.add("\(webhookSection.path).secret: missing; webhooks are signed (Standard Webhooks)")
+            }
+            webhooks[name] = .init(url: url ?? "", secret: secret ?? Secret(""))
         }
-        let lifetimes = try section.section("subscriptions")
+        let lifetimes = section.section("subscriptions")
+        let maxLifetime = lifetimes.duration("maxLifetime", range: .seconds(1) ... .seconds(3650 * 86_400)) ?? .seconds(30 * 86_400)
+        var defaultLifetime = lifetimes.duration("defaultLifetime", range: .seconds(1) ... .seconds(3650 * 86_400)) ?? .seconds(7 * 86_400)
+        if defaultLifetime > maxLifetime {
+            report.add("\(lifetimes.label("defaultLifetime")): longer than maxLifetime")
+            defaultLifetime = maxLifetime
+        }
         let subscriptions = AppConfiguration.Subscriptions(
-            defaultLifetime: try lifetimes.duration("defaultLifetime") ?? .seconds(7 * 86_400),
-            maxLifetime: try lifetimes.duration("maxLifetime") ?? .seconds(30 * 86_400),
-            maxWeight: Int(try lifetimes.size("maxWeight") ?? 1 << 20))
-        if subscriptions.defaultLifetime > subscriptions.maxLifetime {
-            throw ConfigurationError("\(lifetimes.path).defaultLifetime: longer than maxLifetime")
-        }
-        if subscriptions.defaultLifetime < .seconds(1) {
-            throw ConfigurationError("\(lifetimes.path).defaultLifetime: at least 1s")
-        }
+            defaultLifetime: defaultLifetime, maxLifetime: maxLifetime,
+            maxWeight: Int(lifetimes.size("maxWeight", range: 1...(1 << 30)) ?? 1 << 20))
         return AppConfiguration(
-            id: id, auth: auth, fcm: fcm, hms: hms, webhooks: webhooks, keys: try section.string("keys").map(file),
-            signingKey: try section.string("signingKey"), subscriptions: subscriptions)
-    }
-
-    /// A path relative to the configuration file's folder.
-    func file(_ path: String) -> String {
-        if path.hasPrefix("/") { return path }
-        return URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: baseDirectory, isDirectory: true)).standardizedFileURL.path
-    }
-
-    /// A secret: `env:NAME` (from the environment), `file:PATH` (the file's contents without a
-    /// final newline), or the value itself.
-    func resolve(_ raw: String, at path: String) throws -> Secret {
-        if raw.hasPrefix("env:") {
-            let name = String(raw.dropFirst(4))
-            guard let value = environment[name], !value.isEmpty else {
-                throw ConfigurationError("\(path): the environment variable \(name) is not set")
-            }
-            return Secret(value)
-        }
-        if raw.hasPrefix("file:") {
-            let target = file(String(raw.dropFirst(5)))
-            guard let data = FileManager.default.contents(atPath: target), var value = String(data: data, encoding: .utf8) else {
-                throw ConfigurationError("\(path): cannot read the secret file \(target)")
-            }
-            while value.hasSuffix("\n") || value.hasSuffix("\r") { value.removeLast() }
-            return Secret(value)
-        }
-        return Secret(raw)
+            id: id, auth: auth, fcm: fcm, hms: hms, webhooks: webhooks, keys: section.path("keys", mustExist: true),
+            signingKey: section.nonEmptyString("signingKey"), subscriptions: subscriptions)
     }
 }
 
-/// One object of the configuration, with its key path, refusing keys its schema lacks.
+/// The problems found in a configuration, in the order found.
+final class ProblemReport {
+    enum Category: Sendable {
+        case general
+        /// Only the REST API uses it (`apps.*.auth`): `replay` serves no API and ignores these.
+        case authentication
+    }
+
+    private(set) var entries: [(category: Category, message: String)] = []
+
+    var problems: [String] { entries.map(\.message) }
+
+    func add(_ message: String, category: Category = .general) {
+        entries.append((category, message))
+    }
+}
+
+/// One object of the configuration, with its key path, recording keys its schema lacks.
+///
+/// Accessors return `nil` for an absent (or `null`) key, and also for a bad value, after
+/// recording the problem: the caller then uses the default and decoding goes on.
 struct Section {
+    /// What every section of one decoding shares.
+    struct Context {
+        let report: ProblemReport
+        let overrides: [String: String]
+        let baseDirectory: String
+        let environment: [String: String]
+    }
+
     let object: JSONObject
     let path: String
+    let context: Context
+    private let schemaNode: ConfigurationSchema
 
-    init(_ json: JSON?, path: String, schema: ConfigurationSchema) throws {
+    init(_ json: JSON?, path: String, schema: ConfigurationSchema, context: Context) {
         self.path = path
         self.schemaNode = schema
+        self.context = context
         guard let json, !json.isNull else {
             object = JSONObject()
             return
         }
         guard case .object(let object) = json else {
-            throw ConfigurationError("\(path.isEmpty ? "the configuration" : path): expected a mapping of keys, got \(json.typeName)")
+            context.report.add("\(path.isEmpty ? "the configuration" : path): expected a mapping of keys, got \(json.typeName)")
+            self.object = JSONObject()
+            return
         }
+        var accepted = object
         if case .object(let keys) = schema {
             for (key, _) in object where keys[key.string] == nil {
-                throw ConfigurationError(
-                    "\(path.isEmpty ? "" : path + ".")\(key.string): unknown key; expected one of \(keys.keys.sorted().joined(separator: ", "))")
+                context.report.add(
+                    "\(Section.join(path, key.string)): unknown key; expected one of \(keys.keys.sorted().joined(separator: ", "))")
+                accepted.remove(key)
             }
         }
-        self.object = object
+        self.object = accepted
     }
 
-    private let schemaNode: ConfigurationSchema
+    /// `parent.key`, with a name from the input cut to a readable length.
+    static func join(_ parent: String, _ key: String) -> String {
+        let name = key.utf8.count > 64 ? String(decoding: JSONWriter.utf8Prefix(key.utf8, maxBytes: 64), as: UTF8.self) + "…" : key
+        return parent.isEmpty ? name : "\(parent).\(name)"
+    }
 
-    func child(_ key: String) -> String { path.isEmpty ? key : "\(path).\(key)" }
+    func child(_ key: String) -> String { Section.join(path, key) }
+
+    /// How messages name a key: its path, and the variable that set it, if any.
+    func label(_ key: String) -> String {
+        let keyPath = child(key)
+        if let variable = context.overrides[keyPath] { return "\(keyPath) (set by \(variable))" }
+        return keyPath
+    }
+
+    private func problem(_ key: String, _ message: String, category: ProblemReport.Category = .general) {
+        context.report.add("\(label(key)): \(message)", category: category)
+    }
 
     func has(_ key: String) -> Bool {
         guard let value = object[Key(key)] else { return false }
         return !value.isNull
     }
 
-    func section(_ key: String) throws -> Section {
+    func section(_ key: String) -> Section {
         guard case .object(let keys) = schemaNode, let schema = keys[key] else {
             preconditionFailure("\(key) is not in the schema at \(path)")
         }
-        return try Section(object[Key(key)], path: child(key), schema: schema)
+        return Section(object[Key(key)], path: child(key), schema: schema, context: context)
     }
 
     /// The sections of a mapping of names (applications, webhooks).
-    func names(_ key: String) throws -> [(String, Section)] {
+    func names(_ key: String) -> [(String, Section)] {
         guard case .object(let keys) = schemaNode, case .names(let schema)? = keys[key] else {
             preconditionFailure("\(key) is not a mapping of names at \(path)")
         }
-        let container = try Section(object[Key(key)], path: child(key), schema: .leaf)
-        return try container.object.map { name, value in
-            (name.string, try Section(value, path: container.child(name.string), schema: schema))
+        let container = Section(object[Key(key)], path: child(key), schema: .leaf(.string), context: context)
+        return container.object.map { name, value in
+            (name.string, Section(value, path: container.child(name.string), schema: schema, context: context))
         }
     }
 
@@ -221,75 +285,234 @@ struct Section {
         return value
     }
 
-    func string(_ key: String) throws -> String? {
+    func string(_ key: String) -> String? {
         guard let value = value(key) else { return nil }
         guard case .string(let text) = value else {
-            let hint = value.typeName == "a number" ? " (quote it)" : ""
-            throw ConfigurationError("\(child(key)): expected a string, got \(value.typeName)\(hint)")
+            let hint = value.typeName == "a number" || value.typeName == "a boolean" ? " (quote it)" : ""
+            problem(key, "expected a string, got \(value.typeName)\(hint)")
+            return nil
         }
         return text
     }
 
-    func integer(_ key: String, minimum: Int64 = .min) throws -> Int64? {
+    func nonEmptyString(_ key: String) -> String? {
+        guard let text = string(key) else { return nil }
+        if text.isEmpty {
+            problem(key, "empty; give a value or leave the key out")
+            return nil
+        }
+        return text
+    }
+
+    func integer(_ key: String, range: ClosedRange<Int64>, expected: String) -> Int64? {
         guard let value = value(key) else { return nil }
         guard case .int(let number) = value else {
-            throw ConfigurationError("\(child(key)): expected an integer, got \(value)")
+            problem(key, "expected an integer, got \(value.excerpt)")
+            return nil
         }
-        guard number >= minimum else { throw ConfigurationError("\(child(key)): at least \(minimum), got \(number)") }
+        guard range.contains(number) else {
+            problem(key, "\(number) is out of range; expected \(expected)")
+            return nil
+        }
         return number
     }
 
-    func number(_ key: String, range: ClosedRange<Double>) throws -> Double? {
+    func number(_ key: String, range: ClosedRange<Double>) -> Double? {
         guard let value = value(key) else { return nil }
         let number: Double
         switch value {
         case .int(let n): number = Double(n)
         case .double(let d): number = d
-        default: throw ConfigurationError("\(child(key)): expected a number, got \(value)")
+        default:
+            problem(key, "expected a number, got \(value.excerpt)")
+            return nil
         }
         guard range.contains(number) else {
-            throw ConfigurationError("\(child(key)): \(number) is out of range; expected \(range.lowerBound) to \(range.upperBound)")
+            problem(key, "\(number) is out of range; expected \(range.lowerBound) to \(range.upperBound)")
+            return nil
         }
         return number
     }
 
-    func duration(_ key: String) throws -> Duration? {
+    func duration(_ key: String, range: ClosedRange<Duration>, why: String? = nil) -> Duration? {
         guard let value = value(key) else { return nil }
         guard case .string(let text) = value, let duration = ConfigurationValues.duration(text) else {
-            throw ConfigurationError("\(child(key)): expected a duration such as 500ms, 10s, 5m, 2h or 7d, got \(value)")
+            problem(key, "expected a duration such as 500ms, 10s, 5m, 2h or 7d, got \(value.excerpt)")
+            return nil
+        }
+        guard range.contains(duration) else {
+            problem(
+                key,
+                "\(text) is out of range; expected \(why ?? "\(ConfigurationValues.describe(range.lowerBound)) to \(ConfigurationValues.describe(range.upperBound))")"
+            )
+            return nil
         }
         return duration
     }
 
-    func size(_ key: String) throws -> Int64? {
+    func size(_ key: String, range: ClosedRange<Int64>) -> Int64? {
         guard let value = value(key) else { return nil }
-        if case .int(let bytes) = value, bytes >= 0 { return bytes }
-        guard case .string(let text) = value, let size = ConfigurationValues.size(text) else {
-            throw ConfigurationError("\(child(key)): expected a size such as 4096, 64KiB or 1MiB, got \(value)")
+        var bytes: Int64?
+        if case .int(let number) = value { bytes = number }
+        if case .string(let text) = value { bytes = ConfigurationValues.size(text) }
+        guard let bytes else {
+            problem(key, "expected a size such as 4096, 64KiB or 1MiB, got \(value.excerpt)")
+            return nil
         }
-        return size
+        guard range.contains(bytes) else {
+            problem(key, "\(bytes) bytes is out of range; expected \(range.lowerBound) to \(range.upperBound) bytes")
+            return nil
+        }
+        return bytes
     }
 
-    func url(_ key: String) throws -> String? {
-        guard let text = try string(key) else { return nil }
-        guard let url = URL(string: text), let scheme = url.scheme?.lowercased(), scheme == "https" || scheme == "http",
-            url.host != nil
+    func url(_ key: String) -> String? {
+        guard let text = string(key) else { return nil }
+        guard text.utf8.count <= 2048, let url = URL(string: text), let scheme = url.scheme?.lowercased(),
+            scheme == "https" || scheme == "http", let host = url.host, !host.isEmpty
         else {
-            throw ConfigurationError("\(child(key)): expected an http(s) URL, got \(quotedString(text))")
+            problem(key, "expected an http(s) URL such as https://host/path, got \(quotedString(text))")
+            return nil
         }
         return text
     }
 
-    func secret(_ key: String, resolve: (String, String) throws -> Secret) throws -> Secret? {
-        guard let value = value(key) else { return nil }
-        guard case .string(let raw) = value else {
-            throw ConfigurationError("\(child(key)): expected a string (a value, env:NAME or file:PATH), got \(value.typeName)")
+    /// A host to listen on: an IPv4 or IPv6 address or a DNS name.
+    func host(_ key: String) -> String? {
+        guard let text = string(key) else { return nil }
+        guard ConfigurationValues.isHost(text) else {
+            problem(key, "expected an IP address (127.0.0.1, 0.0.0.0, ::1) or a host name, got \(quotedString(text))")
+            return nil
         }
-        return try resolve(raw, child(key))
+        return text
+    }
+
+    /// A path relative to the configuration file's folder.
+    func resolve(_ path: String) -> String {
+        if path.hasPrefix("/") { return URL(fileURLWithPath: path).standardizedFileURL.path }
+        return URL(fileURLWithPath: path, relativeTo: URL(fileURLWithPath: context.baseDirectory, isDirectory: true))
+            .standardizedFileURL.path
+    }
+
+    /// A file path; with `mustExist`, a readable file; with `parentMustExist`, a path whose folder
+    /// exists (the service creates the file).
+    func path(
+        _ key: String, mustExist: Bool = false, parentMustExist: Bool = false, category: ProblemReport.Category = .general
+    ) -> String? {
+        guard let text = string(key) else { return nil }
+        guard !text.isEmpty, !text.utf8.contains(0) else {
+            problem(key, "expected a file path, got \(quotedString(text))")
+            return nil
+        }
+        let resolved = resolve(text)
+        var isDirectory: ObjCBool = false
+        if mustExist {
+            guard FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory), !isDirectory.boolValue,
+                FileManager.default.isReadableFile(atPath: resolved)
+            else {
+                problem(key, "cannot read the file \(quotedString(resolved))", category: category)
+                return nil
+            }
+        }
+        if parentMustExist {
+            let folder = URL(fileURLWithPath: resolved).deletingLastPathComponent().path
+            guard FileManager.default.fileExists(atPath: folder, isDirectory: &isDirectory), isDirectory.boolValue else {
+                problem(key, "the folder \(quotedString(folder)) does not exist")
+                return nil
+            }
+            if FileManager.default.fileExists(atPath: resolved, isDirectory: &isDirectory), isDirectory.boolValue {
+                problem(key, "\(quotedString(resolved)) is a folder; expected a file path")
+                return nil
+            }
+        }
+        return resolved
+    }
+
+    /// A PEM file of one or more certificates.
+    func certificateFile(_ key: String) -> String? {
+        guard let file = path(key, mustExist: true) else { return nil }
+        guard let data = FileManager.default.contents(atPath: file), data.count <= 1 << 20,
+            String(decoding: data, as: UTF8.self).contains("-----BEGIN CERTIFICATE-----")
+        else {
+            problem(key, "\(quotedString(file)) holds no PEM certificate (-----BEGIN CERTIFICATE-----)")
+            return nil
+        }
+        return file
+    }
+
+    /// A Google service-account key file, read and checked.
+    func serviceAccountFile(_ key: String) -> String? {
+        guard let file = path(key, mustExist: true) else { return nil }
+        guard let data = FileManager.default.contents(atPath: file), data.count <= 1 << 20 else {
+            problem(key, "cannot read \(quotedString(file)) (or it is over 1 MiB)")
+            return nil
+        }
+        do {
+            _ = try ServiceAccountKey(json: [UInt8](data))
+        } catch {
+            problem(key, "\(quotedString(file)): \(error)")
+            return nil
+        }
+        return file
+    }
+
+    /// A PostgreSQL URL. It holds a password: never echoed.
+    func postgresURL(_ key: String) -> String? {
+        guard let value = value(key) else { return nil }
+        guard case .string(let text) = value, text.hasPrefix("postgres://") || text.hasPrefix("postgresql://"),
+            let host = URL(string: text)?.host, !host.isEmpty
+        else {
+            problem(key, "expected a URL such as postgres://user:password@host:5432/database (not shown: it may hold a password)")
+            return nil
+        }
+        return text
+    }
+
+    /// A secret: `env:NAME` (from the environment), `file:PATH` (the file's contents without a
+    /// final newline), or the value itself. Its value never appears in a message.
+    func secret(_ key: String, category: ProblemReport.Category = .general) -> Secret? {
+        guard let value = value(key) else { return nil }
+        func problem(_ key: String, _ message: String) {
+            self.problem(key, message, category: category)
+        }
+        guard case .string(let raw) = value else {
+            problem(key, "expected a string (a value, env:NAME or file:PATH), got \(value.typeName)")
+            return nil
+        }
+        var resolved: String
+        if raw.hasPrefix("env:") {
+            let name = String(raw.dropFirst(4))
+            guard let found = context.environment[name], !found.isEmpty else {
+                problem(key, "the environment variable \(quotedString(name)) is not set (or empty)")
+                return nil
+            }
+            resolved = found
+        } else if raw.hasPrefix("file:") {
+            let target = resolve(String(raw.dropFirst(5)))
+            guard let handle = FileHandle(forReadingAtPath: target) else {
+                problem(key, "cannot read the secret file \(quotedString(target))")
+                return nil
+            }
+            defer { try? handle.close() }
+            let data = (try? handle.read(upToCount: 65_537)) ?? Data()
+            guard data.count <= 65_536, let text = String(data: data, encoding: .utf8) else {
+                problem(key, "the secret file \(quotedString(target)) is not UTF-8 text of at most 64 KiB")
+                return nil
+            }
+            resolved = text
+            while resolved.hasSuffix("\n") || resolved.hasSuffix("\r") { resolved.removeLast() }
+        } else {
+            resolved = raw
+        }
+        if resolved.isEmpty {
+            problem(key, "the secret is empty")
+            return nil
+        }
+        return Secret(resolved)
     }
 }
 
-/// Durations and sizes as the configuration writes them.
+/// Durations, sizes and hosts as the configuration writes them.
 enum ConfigurationValues {
     /// `500ms`, `10s`, `5m`, `2h`, `7d`.
     static func duration(_ text: String) -> Duration? {
@@ -297,11 +520,22 @@ enum ConfigurationValues {
         for (suffix, milliseconds) in units where text.hasSuffix(suffix) {
             let digits = text.dropLast(suffix.count)
             // "ms" ends in "s": only accept "s" when what precedes it is all digits.
-            guard !digits.isEmpty, digits.allSatisfy(\.isASCIIDigit), let value = Int64(digits), value <= Int64.max / milliseconds
+            guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(\.isASCIIDigit), let value = Int64(digits),
+                value <= Int64.max / milliseconds
             else { continue }
             return .milliseconds(value * milliseconds)
         }
         return nil
+    }
+
+    /// A duration as the configuration would write it.
+    static func describe(_ duration: Duration) -> String {
+        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        for (suffix, unit) in [("d", Int64(86_400_000)), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
+        where milliseconds >= unit && milliseconds % unit == 0 {
+            return "\(milliseconds / unit)\(suffix)"
+        }
+        return "\(milliseconds)ms"
     }
 
     /// `4096`, `64KiB`, `1MiB`, `1GiB`.
@@ -309,11 +543,30 @@ enum ConfigurationValues {
         let units: [(String, Int64)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("", 1)]
         for (suffix, factor) in units where text.hasSuffix(suffix) {
             let digits = text.dropLast(suffix.count)
-            guard !digits.isEmpty, digits.allSatisfy(\.isASCIIDigit), let value = Int64(digits), value <= Int64.max / factor
+            guard !digits.isEmpty, digits.count <= 18, digits.allSatisfy(\.isASCIIDigit), let value = Int64(digits),
+                value <= Int64.max / factor
             else { continue }
             return value * factor
         }
         return nil
+    }
+
+    /// An IPv4 or IPv6 address, or a DNS host name (RFC 1123 labels).
+    static func isHost(_ text: String) -> Bool {
+        if text.isEmpty || text.utf8.count > 253 { return false }
+        if text.contains(":") {
+            var address = in6_addr()
+            return inet_pton(AF_INET6, text, &address) == 1
+        }
+        if text.allSatisfy({ $0.isASCIIDigit || $0 == "." }) {
+            var address = in_addr()
+            return inet_pton(AF_INET, text, &address) == 1
+        }
+        let labels = text.split(separator: ".", omittingEmptySubsequences: false)
+        return labels.allSatisfy { label in
+            !label.isEmpty && label.count <= 63 && !label.hasPrefix("-") && !label.hasSuffix("-")
+                && label.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }
+        }
     }
 }
 

@@ -7,47 +7,195 @@ import Yams
 public enum ConfigurationLoader {
     public static let environmentPrefix = "PUSHDISPATCH_"
 
+    /// Limits on configuration text: a configuration is a few kilobytes; anything far larger is
+    /// a mistake or an attack (a YAML alias bomb expands a few lines into gigabytes).
+    public static let maxBytes = 1 << 20
+    static let maxDepth = 32
+    static let maxNodes = 100_000
+
     /// Loads and validates the configuration file at `path` with `environment` applied.
-    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws
-        -> ServiceConfiguration
-    {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigurationError("cannot read the configuration file \(path)")
-        }
-        guard let text = String(data: data, encoding: .utf8) else {
-            throw ConfigurationError("\(path) is not UTF-8 text")
-        }
+    public static func load(
+        path: String, environment: [String: String] = ProcessInfo.processInfo.environment, purpose: ConfigurationPurpose = .service
+    ) throws -> ServiceConfiguration {
+        let text = try readText(path)
         let base = URL(fileURLWithPath: path).standardizedFileURL.deletingLastPathComponent().path
-        return try load(text: text, baseDirectory: base, environment: environment, source: path)
+        return try load(text: text, baseDirectory: base, environment: environment, source: path, purpose: purpose)
     }
 
     /// Loads and validates configuration text; relative paths resolve against `baseDirectory`.
-    public static func load(text: String, baseDirectory: String, environment: [String: String], source: String = "configuration")
-        throws -> ServiceConfiguration
-    {
+    /// Every problem found is reported at once (``ConfigurationError/problems``).
+    public static func load(
+        text: String, baseDirectory: String, environment: [String: String], source: String = "configuration",
+        purpose: ConfigurationPurpose = .service
+    ) throws -> ServiceConfiguration {
         var json = try parseYAML(text, source: source)
-        try applyEnvironment(environment, to: &json)
-        return try ConfigurationDecoder(baseDirectory: baseDirectory, environment: environment).decode(json)
+        let overrides = try applyEnvironment(environment, to: &json)
+        let report = ProblemReport()
+        let decoder = ConfigurationDecoder(baseDirectory: baseDirectory, environment: environment, overrides: overrides)
+        let configuration = decoder.decode(json, report: report)
+        let problems = report.entries.filter { purpose == .service || $0.category != .authentication }.map(\.message)
+        if !problems.isEmpty { throw ConfigurationError(problems: problems) }
+        return configuration
+    }
+
+    static func readText(_ path: String) throws -> String {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw ConfigurationError("cannot read the configuration file \(quotedString(path))")
+        }
+        defer { try? handle.close() }
+        let data = (try? handle.read(upToCount: maxBytes + 1)) ?? Data()
+        if data.count > maxBytes {
+            throw ConfigurationError("\(quotedString(path)) is larger than \(maxBytes) bytes; a configuration is a few kilobytes")
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw ConfigurationError("\(quotedString(path)) is not UTF-8 text")
+        }
+        return text
     }
 
     // MARK: - YAML
 
     static func parseYAML(_ text: String, source: String) throws -> JSON {
+        if text.utf8.count > maxBytes {
+            throw ConfigurationError("\(source) is larger than \(maxBytes) bytes; a configuration is a few kilobytes")
+        }
+        // Aliases must be refused before Yams composes the document: composing hashes complex
+        // keys, which an alias bomb makes exponential.
+        if let line = firstAnchorOrAlias(text) {
+            throw ConfigurationError(
+                "\(source): line \(line): YAML anchors and aliases (&name, *name) are not supported; write the value out")
+        }
+        // The parser owns the anchors: nodes refer to them weakly, so it stays alive while the
+        // tree is converted (an anchored node is how an alias shows).
+        let parser: Parser
         let node: Node?
         do {
-            node = try Yams.compose(yaml: text)
+            parser = try Parser(yaml: text)
+            node = try parser.singleRoot()
+        } catch let error as YamlError {
+            throw ConfigurationError("\(source) is not valid YAML or JSON: \(describe(error))")
         } catch {
-            throw ConfigurationError("\(source) is not valid YAML or JSON: \(error)")
+            throw ConfigurationError("\(source) is not valid YAML or JSON")
         }
         guard let node else { return .object(JSONObject()) }
-        let json = try convert(node, at: "")
+        var budget = maxNodes
+        let json = try withExtendedLifetime(parser) { try convert(node, at: "", depth: 0, budget: &budget) }
         guard case .object = json else {
             throw ConfigurationError("\(source): the top level must be a mapping of keys (store, http, apps, …)")
         }
         return json
     }
 
-    static func convert(_ node: Node, at path: String) throws -> JSON {
+    /// The line (from 1) of the first YAML anchor (`&name`) or alias (`*name`), found lexically:
+    /// a `&` or `*` where a node starts (at the start of a line, or after `- `, `: `, `? `, `[`,
+    /// `{` or `,`), outside quoted scalars and comments. A block scalar's text that looks like
+    /// one is refused too: a false alarm with a clear message, never a missed alias.
+    static func firstAnchorOrAlias(_ text: String) -> Int? {
+        var line = 1
+        var quote: UInt8? = nil
+        var previous: UInt8? = nil  // last character outside spaces on this line, outside quotes
+        var sawSpace = false
+        var inComment = false
+        let bytes = Array(text.utf8)
+        var i = 0
+        while i < bytes.count {
+            let byte = bytes[i]
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                previous = nil
+                sawSpace = false
+                inComment = false
+                i += 1
+                continue
+            }
+            if inComment {
+                i += 1
+                continue
+            }
+            if let open = quote {
+                if open == UInt8(ascii: "\""), byte == UInt8(ascii: "\\") {
+                    i += 2
+                    continue
+                }
+                if byte == open {
+                    if open == UInt8(ascii: "'"), i + 1 < bytes.count, bytes[i + 1] == open {
+                        i += 2
+                        continue
+                    }
+                    quote = nil
+                    previous = byte
+                    sawSpace = false
+                }
+                i += 1
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
+                sawSpace = true
+            case UInt8(ascii: "#") where previous == nil || sawSpace:
+                inComment = true
+            case UInt8(ascii: "\""), UInt8(ascii: "'"):
+                if previous == nil || sawSpace || [UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: ",")].contains(previous!) {
+                    quote = byte
+                }
+                previous = byte
+                sawSpace = false
+            case UInt8(ascii: "&"), UInt8(ascii: "*"):
+                let startsNode: Bool
+                switch previous {
+                case nil:
+                    startsNode = true
+                case UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: ","):
+                    startsNode = true
+                case UInt8(ascii: "-"), UInt8(ascii: ":"), UInt8(ascii: "?"):
+                    startsNode = sawSpace
+                default:
+                    startsNode = false
+                }
+                if startsNode { return line }
+                previous = byte
+                sawSpace = false
+            default:
+                previous = byte
+                sawSpace = false
+            }
+            i += 1
+        }
+        return nil
+    }
+
+    /// A YAML error as line, column and problem: never the text around it, which may hold
+    /// secrets.
+    static func describe(_ error: YamlError) -> String {
+        switch error {
+        case .scanner(_, let problem, let mark, _), .parser(_, let problem, let mark, _), .composer(_, let problem, let mark, _):
+            return "line \(mark.line), column \(mark.column): \(problem)"
+        case .reader(let problem, let offset, _, _):
+            return "\(problem)\(offset.map { " at character \($0)" } ?? "")"
+        case .duplicatedKeysInMapping(let duplicates, let context):
+            let keys = duplicates.sorted().map { quotedString($0) }.joined(separator: ", ")
+            return "line \(context.mark.line): the key \(keys) appears twice in one mapping"
+        case .memory:
+            return "out of memory"
+        case .dataCouldNotBeDecoded:
+            return "not UTF-8 text"
+        default:
+            return "unreadable"
+        }
+    }
+
+    static func convert(_ node: Node, at path: String, depth: Int, budget: inout Int) throws -> JSON {
+        budget -= 1
+        if budget < 0 {
+            throw ConfigurationError("the configuration has more than \(maxNodes) values; a configuration is a few kilobytes")
+        }
+        if depth > maxDepth {
+            throw ConfigurationError("\(path): nested deeper than \(maxDepth) levels")
+        }
+        if node.anchor != nil {
+            throw ConfigurationError(
+                "\(path.isEmpty ? "the top level" : path): YAML anchors and aliases (&name, *name) are not supported; write the value out")
+        }
         switch node {
         case .scalar(let scalar):
             // The tag the YAML core schema resolved (plain `9090` is an int, `"9090"` a string).
@@ -61,21 +209,21 @@ public enum ConfigurationLoader {
             default: return .string(scalar.string)
             }
         case .sequence(let sequence):
-            return .array(try sequence.enumerated().map { try convert($1, at: "\(path)[\($0)]") })
+            return .array(try sequence.enumerated().map { try convert($1, at: "\(path)[\($0)]", depth: depth + 1, budget: &budget) })
         case .mapping(let mapping):
             var members: [(Key, JSON)] = []
             var seen = Set<String>()
             for (keyNode, valueNode) in mapping {
-                guard case .scalar(let key) = keyNode else {
+                guard case .scalar(let key) = keyNode, keyNode.anchor == nil else {
                     throw ConfigurationError("\(path.isEmpty ? "top level" : path): keys must be plain strings")
                 }
-                let child = path.isEmpty ? key.string : "\(path).\(key.string)"
+                let child = Section.join(path, key.string)
                 guard seen.insert(key.string).inserted else { throw ConfigurationError("\(child): the key appears twice") }
-                members.append((Key(key.string), try convert(valueNode, at: child)))
+                members.append((Key(key.string), try convert(valueNode, at: child, depth: depth + 1, budget: &budget)))
             }
             return .object(JSONObject(members))
         case .alias:
-            throw ConfigurationError("\(path): YAML aliases are not supported; write the value out")
+            throw ConfigurationError("\(path): YAML anchors and aliases (&name, *name) are not supported; write the value out")
         }
     }
 
@@ -85,27 +233,62 @@ public enum ConfigurationLoader {
     /// `_` (`PUSHDISPATCH_HTTP_PORT`, `PUSHDISPATCH_APPS_TOTO_FCM_ENDPOINT`). Names of
     /// applications and webhooks match the ones in the file (letters and digits upper-cased,
     /// other characters as `_`). A variable that matches no key, or several, is an error.
-    static func applyEnvironment(_ environment: [String: String], to json: inout JSON) throws {
+    ///
+    /// The value is the variable's exact text, converted to the key's type (an integer for
+    /// `http.port`, text for a secret, …) and then validated like the file's values; an empty
+    /// value is an error. Returns the variable that set each key path (`http.port`), so that
+    /// messages name it.
+    static func applyEnvironment(_ environment: [String: String], to json: inout JSON) throws -> [String: String] {
+        var overrides: [String: String] = [:]
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix(environmentPrefix) {
+            let label = String(name.prefix(JSONWriter.excerptBytes))
             let tokens = name.dropFirst(environmentPrefix.count).split(separator: "_").map(String.init)
             let matches = match(tokens[...], schema: .root, json: json, path: [])
-            guard matches.count == 1, let keyPath = matches.first else {
+            guard matches.count == 1, let (keyPath, kind) = matches.first else {
                 if matches.isEmpty {
                     throw ConfigurationError(
-                        "\(name): no configuration key matches; expected \(environmentPrefix) and a key path such as HTTP_PORT or APPS_<APP>_FCM_ENDPOINT")
+                        "\(label): no configuration key matches; expected \(environmentPrefix) and a key path such as HTTP_PORT or APPS_<APP>_FCM_ENDPOINT")
                 }
                 throw ConfigurationError(
-                    "\(name): matches several keys (\(matches.map { $0.joined(separator: ".") }.joined(separator: ", ")))")
+                    "\(label): matches several keys (\(matches.map { $0.0.joined(separator: ".") }.joined(separator: ", ")))")
             }
-            json = setting(json, keyPath[...], to: scalar(value))
+            let key = keyPath.joined(separator: ".")
+            json = setting(json, keyPath[...], to: try overrideValue(value, kind: kind, variable: label, key: key))
+            overrides[key] = label
+        }
+        return overrides
+    }
+
+    /// A variable's text as a value of the key's type. Never echoes a secret.
+    static func overrideValue(_ text: String, kind: ConfigurationValueKind, variable: String, key: String) throws -> JSON {
+        if text.isEmpty {
+            throw ConfigurationError("\(variable) is set but empty; give it the value of \(key), or unset it")
+        }
+        switch kind {
+        case .integer:
+            guard let number = Int64(text) else {
+                throw ConfigurationError("\(variable) (\(key)): expected an integer, got \(quotedString(text))")
+            }
+            return .int(number)
+        case .number:
+            guard text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") || $0 == UInt8(ascii: ".") }),
+                let number = Double(text), number.isFinite
+            else {
+                throw ConfigurationError("\(variable) (\(key)): expected a decimal number such as 2 or 0.2, got \(quotedString(text))")
+            }
+            return .double(number)
+        case .string, .duration, .size, .secret:
+            return .string(text)
         }
     }
 
-    /// The key paths that `tokens` spell below a node of `schema`.
-    static func match(_ tokens: ArraySlice<String>, schema: ConfigurationSchema, json: JSON?, path: [String]) -> [[String]] {
+    /// The key paths (and value kinds) that `tokens` spell below a node of `schema`.
+    static func match(_ tokens: ArraySlice<String>, schema: ConfigurationSchema, json: JSON?, path: [String])
+        -> [([String], ConfigurationValueKind)]
+    {
         switch schema {
-        case .leaf:
-            return tokens.isEmpty ? [path] : []
+        case .leaf(let kind):
+            return tokens.isEmpty ? [(path, kind)] : []
         case .object(let keys):
             return keys.flatMap { key, child in
                 matchKey(key, tokens, child, json?[key], path)
@@ -119,7 +302,7 @@ public enum ConfigurationLoader {
     }
 
     static func matchKey(_ key: String, _ tokens: ArraySlice<String>, _ schema: ConfigurationSchema, _ json: JSON?, _ path: [String])
-        -> [[String]]
+        -> [([String], ConfigurationValueKind)]
     {
         let keyTokens = environmentTokens(key)
         guard !keyTokens.isEmpty, tokens.starts(with: keyTokens) else { return [] }
@@ -135,15 +318,5 @@ public enum ConfigurationLoader {
         guard let first = keyPath.first else { return value }
         let object = json.objectValue ?? JSONObject()
         return .object(object.setting(Key(first), to: setting(object[Key(first)] ?? .null, keyPath.dropFirst(), to: value)))
-    }
-
-    /// A variable's value as YAML reads a scalar: `9090` is a number, `true` a boolean, an
-    /// empty value null, anything else a string.
-    static func scalar(_ text: String) -> JSON {
-        if text.isEmpty { return .null }
-        if let node = try? Yams.compose(yaml: text), case .scalar = node, let value = try? convert(node, at: "") {
-            return value
-        }
-        return .string(text)
     }
 }

@@ -1,32 +1,56 @@
-/// The shape of the configuration: which keys exist where. Used to refuse unknown keys (a typo
-/// should not silently mean "default") and to match `PUSHDISPATCH_*` variables to keys.
+/// The shape of the configuration: which keys exist where, and what type each value has. Used to
+/// refuse unknown keys (a typo should not silently mean "default"), to match `PUSHDISPATCH_*`
+/// variables to keys, and to convert a variable's text to the key's type.
 indirect enum ConfigurationSchema: Sendable {
-    /// A value.
-    case leaf
+    /// A value of this kind.
+    case leaf(ConfigurationValueKind)
     /// An object with these keys.
     case object([String: ConfigurationSchema])
     /// An object whose keys are names (applications, webhooks), each of this shape.
     case names(ConfigurationSchema)
 
     static let root: ConfigurationSchema = .object([
-        "store": .object(["sqlite": .leaf, "postgres": .leaf]),
-        "ingest": .object(["queueFile": .leaf, "socket": .leaf, "deadLetter": .leaf]),
-        "http": .object(["host": .leaf, "port": .leaf]),
+        "store": .object(["sqlite": .leaf(.string), "postgres": .leaf(.secret)]),
+        "ingest": .object(["queueFile": .leaf(.string), "socket": .leaf(.string), "deadLetter": .leaf(.string)]),
+        "http": .object(["host": .leaf(.string), "port": .leaf(.integer)]),
         "delivery": .object([
-            "retry": .object(["initial": .leaf, "multiplier": .leaf, "jitter": .leaf, "window": .leaf]),
-            "timeout": .leaf,
-            "concurrency": .object(["perProvider": .leaf, "perApp": .leaf]),
-            "caFile": .leaf,
+            "retry": .object([
+                "initial": .leaf(.duration), "multiplier": .leaf(.number), "jitter": .leaf(.number), "window": .leaf(.duration),
+            ]),
+            "timeout": .leaf(.duration),
+            "concurrency": .object(["perProvider": .leaf(.integer), "perApp": .leaf(.integer)]),
+            "caFile": .leaf(.string),
         ]),
-        "expiry": .object(["interval": .leaf]),
+        "expiry": .object(["interval": .leaf(.duration)]),
         "apps": .names(.object([
-            "auth": .object(["hs256Secret": .leaf, "jwks": .leaf, "issuer": .leaf, "audience": .leaf, "leeway": .leaf]),
-            "fcm": .object(["serviceAccountFile": .leaf, "endpoint": .leaf]),
-            "hms": .object(["clientId": .leaf, "clientSecret": .leaf, "endpoint": .leaf, "tokenEndpoint": .leaf]),
-            "webhooks": .names(.object(["url": .leaf, "secret": .leaf])),
-            "keys": .leaf,
-            "signingKey": .leaf,
-            "subscriptions": .object(["defaultLifetime": .leaf, "maxLifetime": .leaf, "maxWeight": .leaf]),
+            "auth": .object([
+                "hs256Secret": .leaf(.secret), "jwks": .leaf(.string), "issuer": .leaf(.string), "audience": .leaf(.string),
+                "leeway": .leaf(.duration),
+            ]),
+            "fcm": .object(["serviceAccountFile": .leaf(.string), "endpoint": .leaf(.string)]),
+            "hms": .object([
+                "clientId": .leaf(.string), "clientSecret": .leaf(.secret), "endpoint": .leaf(.string), "tokenEndpoint": .leaf(.string),
+            ]),
+            "webhooks": .names(.object(["url": .leaf(.string), "secret": .leaf(.secret)])),
+            "keys": .leaf(.string),
+            "signingKey": .leaf(.string),
+            "subscriptions": .object(["defaultLifetime": .leaf(.duration), "maxLifetime": .leaf(.duration), "maxWeight": .leaf(.size)]),
         ])),
     ])
+}
+
+/// The type of a configuration value, as a `PUSHDISPATCH_*` variable's text is converted to it.
+enum ConfigurationValueKind: Sendable, Equatable {
+    /// Text as it is (paths, URLs, names).
+    case string
+    /// A decimal integer.
+    case integer
+    /// A decimal number.
+    case number
+    /// `500ms`, `10s`, `5m`, `2h`, `7d`.
+    case duration
+    /// `4096`, `64KiB`, `1MiB`, `1GiB`.
+    case size
+    /// Text that is never echoed in a message: a value, `env:NAME` or `file:PATH`.
+    case secret
 }

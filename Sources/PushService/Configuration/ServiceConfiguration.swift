@@ -140,11 +140,29 @@ public struct AppConfiguration: Sendable, Equatable {
     public var subscriptions: Subscriptions
 }
 
-/// A configuration that cannot be used, with the key, what is wrong and what was expected.
+/// A configuration that cannot be used: each problem names the key, what is wrong and what
+/// was expected.
 public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-    public let description: String
+    /// Every problem found, one line each.
+    public let problems: [String]
 
     public init(_ description: String) {
-        self.description = description
+        self.problems = [description]
     }
+
+    public init(problems: [String]) {
+        self.problems = problems
+    }
+
+    /// The problems, one per line.
+    public var description: String {
+        problems.joined(separator: "\n")
+    }
+}
+
+/// What a configuration is loaded for: `run` checks everything; `replay` serves no REST API,
+/// so it does not check `apps.*.auth` (which it never uses).
+public enum ConfigurationPurpose: Sendable {
+    case service
+    case replay
 }

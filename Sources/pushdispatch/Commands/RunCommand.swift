@@ -29,16 +29,25 @@ struct RunCommand: AsyncParsableCommand {
         do {
             try await ServiceRuntime(configuration: configuration, logger: logger).run()
         } catch let error as ConfigurationError {
-            throw ValidationError(error.description)
+            reportConfigurationProblems(error, path: config)
+            throw ExitCode(2)
         }
     }
 }
 
-/// The configuration, or a validation error that names the key.
-func loadConfiguration(_ path: String) throws -> ServiceConfiguration {
+/// The configuration; if it cannot be used, every problem is printed on standard error (one
+/// per line, each naming its key) and the command exits with status 2.
+func loadConfiguration(_ path: String, purpose: ConfigurationPurpose = .service) throws -> ServiceConfiguration {
     do {
-        return try ConfigurationLoader.load(path: path)
+        return try ConfigurationLoader.load(path: path, purpose: purpose)
     } catch let error as ConfigurationError {
-        throw ValidationError(error.description)
+        reportConfigurationProblems(error, path: path)
+        throw ExitCode(2)
     }
+}
+
+func reportConfigurationProblems(_ error: ConfigurationError, path: String) {
+    let count = error.problems.count
+    printError("pushdispatch: the configuration \(path) cannot be used (\(count) problem\(count == 1 ? "" : "s")):")
+    for problem in error.problems { printError("  " + problem) }
 }

@@ -19,10 +19,12 @@ struct SubscriptionsCommand: AsyncParsableCommand {
         var config: String
 
         func store() throws -> SQLiteStore {
+            let configuration = try loadConfiguration(config)
             do {
-                return try ServiceRuntime.openStore(try loadConfiguration(config))
+                return try ServiceRuntime.openStore(configuration)
             } catch let error as ConfigurationError {
-                throw ValidationError(error.description)
+                reportConfigurationProblems(error, path: config)
+                throw ExitCode(2)
             }
         }
     }
