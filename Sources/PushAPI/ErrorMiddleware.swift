@@ -1,6 +1,7 @@
 import Hummingbird
 import Logging
 import NIOCore
+import PushCore
 
 /// Turns every failure into a deliberate JSON error: an ``APIError`` as it is, a route that
 /// does not exist as 404, an over-long body as 413; anything else is logged and answered 500.
@@ -16,12 +17,34 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try APIError.payloadTooLarge.response(from: request, context: context)
         } catch let error as HTTPError where error.status == .notFound {
             return try APIError.notFound("no such resource: \(request.method) \(request.uri.path)").response(from: request, context: context)
+        } catch let error as StoreError {
+            return try response(for: error, request, context)
         } catch let error as HTTPError where error.status == .methodNotAllowed {
             return try APIError(.methodNotAllowed, "method_not_allowed", "\(request.method) is not allowed on \(request.uri.path)")
                 .response(from: request, context: context)
         } catch {
             logger.error(
                 "request failed", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
+            return try APIError.internalError.response(from: request, context: context)
+        }
+    }
+
+    /// A store failure as a deliberate answer: what the client can act on gets its status; the
+    /// rest is logged and answered 500.
+    func response(for error: StoreError, _ request: Request, _ context: Context) throws -> Response {
+        switch error.code {
+        case .busy:
+            return try APIError(
+                .serviceUnavailable, "unavailable", "the store is busy; try again in a moment", headers: [.retryAfter: "1"]
+            ).response(from: request, context: context)
+        case .duplicate:
+            return try APIError.conflict("a subscription with this id exists already").response(from: request, context: context)
+        case .constraint(let constraint):
+            logger.warning("the store refused a write", metadata: ["constraint": "\(constraint)", "subscription": "\(error.subscriptionID ?? "-")"])
+            return try APIError.badRequest("the subscription breaks a rule of the store: \(constraint)").response(from: request, context: context)
+        case .changeLogPruned, .corrupt, .unavailable:
+            logger.error(
+                "store failure", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
             return try APIError.internalError.response(from: request, context: context)
         }
     }

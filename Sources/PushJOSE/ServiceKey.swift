@@ -15,13 +15,13 @@ public enum ServiceKey {
     /// The stored keys (SPEC §7.3: "created once and kept in the store"), after creating and
     /// storing one if there was none. The last one signs; all are published.
     public static func loadOrCreate(in store: some ServiceKeyStore) async throws -> [JWK] {
-        let stored = try await store.loadServiceKeys()
-        if !stored.isEmpty {
-            return try stored.enumerated().map { index, json in try JWK(json: json, where: "service key \(index)") }
+        var stored = try await store.loadServiceKeys()
+        if stored.isEmpty {
+            // Another process may create one at the same moment: the store keeps exactly one.
+            let key = generate()
+            stored = try await store.createServiceKeyIfNone(key.privateJSON, kid: key.kid!)
         }
-        let key = generate()
-        try await store.saveServiceKey(key.privateJSON, kid: key.kid!)
-        return [key]
+        return try stored.enumerated().map { index, json in try JWK(json: json, where: "service key \(index)") }
     }
 
     /// The public JWK Set of `keys`: `{"keys":[…]}`, private members left out.

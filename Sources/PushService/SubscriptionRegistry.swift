@@ -38,6 +38,21 @@ public final class SubscriptionRegistry: Sendable {
     /// Builds the index from the store. Changes committed meanwhile are applied by the next
     /// ``sync()`` (applying is idempotent).
     public func load(batch: Int = 10_000) async throws {
+        // The log may be pruned between reading the table and following the log (by another
+        // process); then read the table again.
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try await loadOnce(batch: batch)
+                return
+            } catch let error as StoreError {
+                guard case .changeLogPruned = error.code, attempt < 5 else { throw error }
+            }
+        }
+    }
+
+    private func loadOnce(batch: Int) async throws {
         let start = try await store.lastChange()
         var records: [(app: String, path: Path, entry: SubscriptionIndex.Entry)] = []
         var after: Int64 = 0
@@ -54,11 +69,25 @@ public final class SubscriptionRegistry: Sendable {
             state.index = index
             state.applied = start
         }
-        try await sync()
+        try await applyChanges()
     }
 
-    /// Applies the changes committed since the last one applied.
+    /// Applies the changes committed since the last one applied. When the log was pruned past
+    /// them (this process fell that far behind), the changes in between are lost to it: the
+    /// index is rebuilt from the table instead of going on wrong.
     public func sync() async throws {
+        do {
+            try await applyChanges()
+        } catch let error as StoreError {
+            guard case .changeLogPruned(let through) = error.code else { throw error }
+            logger.warning(
+                "the subscription change log was pruned past this index; reloading it from the store",
+                metadata: ["applied": "\(appliedChange)", "prunedThrough": "\(through)"])
+            try await load()
+        }
+    }
+
+    private func applyChanges() async throws {
         while true {
             let after = state.withLock { $0.applied }
             let changes = try await store.changes(after: after, limit: 1_000)

@@ -8,6 +8,9 @@ enum SQLiteMigrations {
         migrator.registerMigration("v1 subscriptions, changes, outbox, service keys") { db in
             try db.execute(sql: v1)
         }
+        migrator.registerMigration("v2 handles never reused, change log prune watermark") { db in
+            try db.execute(sql: v2)
+        }
         return migrator
     }
 
@@ -90,5 +93,83 @@ enum SQLiteMigrations {
             jwk        TEXT    NOT NULL CHECK (json_valid(jwk)),
             created_at INTEGER NOT NULL
         ) STRICT;
+        """
+
+    /// Version 2.
+    ///
+    /// - `subscription.handle` becomes `AUTOINCREMENT`: SQLite otherwise reuses the largest
+    ///   deleted row id, and anything that names a subscription by handle (the index, the change
+    ///   log, notifications waiting for delivery) could reach another device. SQLite cannot add
+    ///   `AUTOINCREMENT` to a table, so the table is rebuilt; the sequence starts above every
+    ///   handle ever used (rows and the change log).
+    /// - `change_log_state.pruned_through`: how far the change log was pruned, so that a reader
+    ///   behind it learns it missed changes instead of skipping them.
+    static let v2 = """
+        CREATE TABLE subscription_new (
+            handle      INTEGER PRIMARY KEY AUTOINCREMENT,
+            id          TEXT    NOT NULL UNIQUE,
+            app         TEXT    NOT NULL CHECK (length(CAST(app AS BLOB)) BETWEEN 1 AND 128),
+            uid         TEXT    NOT NULL CHECK (uid <> ''),
+            kind        TEXT    NOT NULL CHECK (kind IN ('mobile', 'huawei', 'webhook')),
+            destination TEXT    NOT NULL,
+            path        TEXT    NOT NULL CHECK (substr(path, 1, 1) = '/'
+                                                AND length(CAST(path AS BLOB)) <= 2048),
+            context     TEXT    NOT NULL,
+            mode        TEXT    NOT NULL CHECK (mode IN ('value', 'noData', 'childEvent')),
+            format      TEXT    NOT NULL CHECK (format IN ('v1', 'v2')),
+            encryption  TEXT    CHECK (encryption IS NULL OR json_valid(encryption)),
+            created_at  INTEGER NOT NULL,
+            expires_at  INTEGER NOT NULL CHECK (expires_at > 0),
+            UNIQUE (app, uid, kind, destination, path, context),
+            CHECK ((kind = 'webhook') = (destination <> '')),
+            CHECK (kind = 'webhook' OR context <> '')
+        ) STRICT;
+
+        INSERT INTO subscription_new (handle, id, app, uid, kind, destination, path, context, mode, format, encryption,
+                                      created_at, expires_at)
+        SELECT handle, id, app, uid, kind, destination, path, context, mode, format, encryption, created_at, expires_at
+        FROM subscription;
+
+        DROP TABLE subscription;
+        ALTER TABLE subscription_new RENAME TO subscription;
+
+        DELETE FROM sqlite_sequence WHERE name IN ('subscription', 'subscription_new');
+        INSERT INTO sqlite_sequence (name, seq)
+        SELECT 'subscription', max(coalesce((SELECT max(handle) FROM subscription), 0),
+                                   coalesce((SELECT max(handle) FROM subscription_change), 0));
+
+        CREATE INDEX subscription_by_owner ON subscription (app, uid);
+        CREATE INDEX subscription_by_expiry ON subscription (expires_at);
+
+        CREATE TRIGGER subscription_identity_is_immutable
+        BEFORE UPDATE OF id, app, uid, kind, destination, path, context ON subscription
+        BEGIN
+            SELECT RAISE(ABORT, 'a subscription''s identity (its 6-tuple and id) never changes');
+        END;
+
+        CREATE TRIGGER subscription_inserted AFTER INSERT ON subscription
+        BEGIN
+            INSERT INTO subscription_change (operation, handle, app, path, mode)
+            VALUES ('insert', NEW.handle, NEW.app, NEW.path, NEW.mode);
+        END;
+
+        CREATE TRIGGER subscription_mode_updated AFTER UPDATE OF mode ON subscription
+        WHEN OLD.mode <> NEW.mode
+        BEGIN
+            INSERT INTO subscription_change (operation, handle, app, path, mode)
+            VALUES ('update', NEW.handle, NEW.app, NEW.path, NEW.mode);
+        END;
+
+        CREATE TRIGGER subscription_deleted AFTER DELETE ON subscription
+        BEGIN
+            INSERT INTO subscription_change (operation, handle, app, path, mode)
+            VALUES ('delete', OLD.handle, OLD.app, OLD.path, OLD.mode);
+        END;
+
+        CREATE TABLE change_log_state (
+            id             INTEGER PRIMARY KEY CHECK (id = 1),
+            pruned_through INTEGER NOT NULL CHECK (pruned_through >= 0)
+        ) STRICT;
+        INSERT INTO change_log_state (id, pruned_through) VALUES (1, 0);
         """
 }

@@ -23,14 +23,14 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
             pool = try DatabasePool(path: path, configuration: configuration)
             try SQLiteMigrations.migrator.migrate(pool)
         } catch {
-            throw StoreError("cannot open the SQLite database \(path): \(error)")
+            throw StoreError(.unavailable("cannot open the SQLite database \(path): \(Self.reason(error))"))
         }
     }
 
     // MARK: - Subscriptions
 
     public func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome {
-        try await write { db in
+        try await write(subscriptionID: subscription.id) { db in
             if let row = try Row.fetchOne(db, sql: "SELECT * FROM subscription WHERE id = ?", arguments: [subscription.id]) {
                 let existing = try Self.subscription(row)
                 guard allowUpdate else { return .conflict(existing) }
@@ -161,12 +161,14 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
 
     public func changes(after sequence: Int64, limit: Int) async throws -> [SubscriptionChange] {
         try await read { db in
-            try Row.fetchAll(
+            let pruned = try Int64.fetchOne(db, sql: "SELECT pruned_through FROM change_log_state WHERE id = 1") ?? 0
+            if sequence < pruned { throw StoreError(.changeLogPruned(through: pruned)) }
+            return try Row.fetchAll(
                 db, sql: "SELECT * FROM subscription_change WHERE sequence > ? ORDER BY sequence LIMIT ?",
                 arguments: [sequence, limit]
             ).map { row in
                 guard let operation = SubscriptionChange.Operation(rawValue: row["operation"]) else {
-                    throw StoreError("unknown change operation \(String(describing: row["operation"] as String?))")
+                    throw StoreError(.corrupt("unknown change operation \(String(describing: row["operation"] as String?))"))
                 }
                 return SubscriptionChange(
                     sequence: row["sequence"], operation: operation, handle: row["handle"], app: row["app"],
@@ -184,7 +186,12 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
 
     public func pruneChanges(through sequence: Int64) async throws {
         try await write { db in
-            try db.execute(sql: "DELETE FROM subscription_change WHERE sequence <= ?", arguments: [sequence])
+            let last = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'subscription_change'") ?? 0
+            let through = min(sequence, last)
+            guard through > 0 else { return }
+            try db.execute(sql: "DELETE FROM subscription_change WHERE sequence <= ?", arguments: [through])
+            try db.execute(
+                sql: "UPDATE change_log_state SET pruned_through = max(pruned_through, ?) WHERE id = 1", arguments: [through])
         }
     }
 
@@ -194,9 +201,9 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         try await read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY sequence LIMIT ?", arguments: [limit]).map { row in
                 let document: String = row["subscription"]
-                guard let reason = RevokeReason(rawValue: row["reason"]) else { throw StoreError("unknown revoke reason") }
+                guard let reason = RevokeReason(rawValue: row["reason"]) else { throw StoreError(.corrupt("unknown revoke reason")) }
                 return OutboxItem(
-                    sequence: row["sequence"], subscription: try Subscription(document: try JSONParser.parse(document)),
+                    sequence: row["sequence"], subscription: try Subscription(document: try Self.parse(document, what: "an outbox subscription")),
                     reason: reason, createdAt: row["created_at"])
             }
         }
@@ -205,48 +212,94 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     // MARK: - Service keys
 
     public func loadServiceKeys() async throws -> [JSON] {
-        try await read { db in
-            try String.fetchAll(db, sql: "SELECT jwk FROM service_key ORDER BY created_at, rowid").map { try JSONParser.parse($0) }
+        let texts = try await read { db in
+            try String.fetchAll(db, sql: "SELECT jwk FROM service_key ORDER BY created_at, rowid")
         }
+        return try texts.map { try Self.parse($0, what: "a service key") }
     }
 
-    public func saveServiceKey(_ jwk: JSON, kid: String) async throws {
-        try await write { db in
+    public func createServiceKeyIfNone(_ jwk: JSON, kid: String) async throws -> [JSON] {
+        // One immediate write transaction: of two processes starting together, the second sees
+        // the first one's key.
+        let texts = try await write { db in
             try db.execute(
-                sql: "INSERT INTO service_key (kid, jwk, created_at) VALUES (?, ?, CAST(strftime('%s', 'now') AS INTEGER))",
+                sql: """
+                    INSERT INTO service_key (kid, jwk, created_at)
+                    SELECT ?, ?, CAST(strftime('%s', 'now') AS INTEGER) WHERE NOT EXISTS (SELECT 1 FROM service_key)
+                    """,
                 arguments: [kid, jwk.description])
+            return try String.fetchAll(db, sql: "SELECT jwk FROM service_key ORDER BY created_at, rowid")
         }
+        return try texts.map { try Self.parse($0, what: "a service key") }
     }
 
     // MARK: - Plumbing
 
-    private func write<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    private func write<T: Sendable>(subscriptionID: String? = nil, _ body: @escaping @Sendable (Database) throws -> T) async throws
+        -> T
+    {
         do {
             return try await pool.write(body)
-        } catch let error as StoreError {
-            throw error
         } catch {
-            throw StoreError("SQLite write failed: \(error)")
+            throw Self.storeError(error, subscriptionID: subscriptionID)
         }
     }
 
     private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         do {
             return try await pool.read(body)
-        } catch let error as StoreError {
-            throw error
         } catch {
-            throw StoreError("SQLite read failed: \(error)")
+            throw Self.storeError(error, subscriptionID: nil)
+        }
+    }
+
+    /// A failure as a typed ``StoreError``.
+    static func storeError(_ error: any Error, subscriptionID: String?) -> StoreError {
+        if let error = error as? StoreError { return error }
+        if let error = error as? RequestError {
+            return StoreError(.corrupt(error.message), subscriptionID: subscriptionID)
+        }
+        guard let error = error as? DatabaseError else {
+            return StoreError(.unavailable(String(describing: error)), subscriptionID: subscriptionID)
+        }
+        switch error.resultCode {
+        case .SQLITE_CONSTRAINT:
+            if error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE, error.message?.contains("subscription.id") == true {
+                return StoreError(.duplicate, subscriptionID: subscriptionID)
+            }
+            return StoreError(.constraint(error.message ?? "a constraint failed"), subscriptionID: subscriptionID)
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            return StoreError(.busy, subscriptionID: subscriptionID)
+        default:
+            return StoreError(.unavailable(reason(error)), subscriptionID: subscriptionID)
+        }
+    }
+
+    /// An SQLite failure in a few words (GRDB's description includes the SQL and its arguments).
+    static func reason(_ error: any Error) -> String {
+        guard let error = error as? DatabaseError else { return String(describing: error) }
+        return "\(error.message ?? "SQLite error") (code \(error.extendedResultCode.rawValue))"
+    }
+
+    static func parse(_ text: String, what: String) throws -> JSON {
+        do {
+            return try JSONParser.parse(text)
+        } catch {
+            throw StoreError(.corrupt("\(what) is not JSON: \(error)"))
         }
     }
 
     static func subscription(_ row: Row) throws -> Subscription {
         guard let kind = SubscriptionKind(rawValue: row["kind"]), let format = PayloadFormat(rawValue: row["format"]) else {
-            throw StoreError("a subscription row has an unknown kind or format")
+            throw StoreError(.corrupt("a subscription row has an unknown kind or format"), subscriptionID: row["id"])
         }
         var encryption: EncryptionSpec?
         if let text: String = row["encryption"] {
-            encryption = try EncryptionSpec.decode(try JSONParser.parse(text), field: "encryption")
+            do {
+                encryption = try EncryptionSpec.decode(try parse(text, what: "encryption"), field: "encryption")
+            } catch let error as RequestError {
+                throw StoreError(.corrupt(error.message), subscriptionID: row["id"])
+            }
         }
         let destination: String = row["destination"]
         let context: String = row["context"]
@@ -263,22 +316,13 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         do {
             return try Path(text)
         } catch {
-            throw StoreError("stored path \(text) is invalid: \(error)")
+            throw StoreError(.corrupt("stored path \(JSONWriter.quoted(text)) is invalid: \(error)"))
         }
     }
 
     static func mode(_ text: String) throws -> Mode {
-        guard let mode = Mode(rawValue: text) else { throw StoreError("stored mode \(text) is unknown") }
+        guard let mode = Mode(rawValue: text) else { throw StoreError(.corrupt("stored mode \(JSONWriter.quoted(text)) is unknown")) }
         return mode
-    }
-}
-
-/// A store failure, with what was being done.
-public struct StoreError: Error, Sendable, CustomStringConvertible {
-    public let description: String
-
-    public init(_ description: String) {
-        self.description = description
     }
 }
 

@@ -42,10 +42,12 @@ struct ServiceKeyTests {
             guard let data = FileManager.default.contents(atPath: url.path) else { return [] }
             return try JSONParser.parse([UInt8](data))["keys"]!.arrayValue!
         }
-        func saveServiceKey(_ jwk: JSON, kid: String) async throws {
-            let keys = try await loadServiceKeys() + [jwk]
-            let json = JSON.object(JSONObject([(Key("keys"), JSON.array(keys))]))
+        func createServiceKeyIfNone(_ jwk: JSON, kid: String) async throws -> [JSON] {
+            let stored = try await loadServiceKeys()
+            if !stored.isEmpty { return stored }
+            let json = JSON.object(JSONObject([(Key("keys"), JSON.array([jwk]))]))
             try Data(json.description.utf8).write(to: url)
+            return [jwk]
         }
     }
 

@@ -55,4 +55,34 @@ struct SubscriptionRegistryTests {
         #expect(registry.count == 0)
         #expect(matches(registry, "/a/b").isEmpty)
     }
+
+    @Test("an index behind a prune of the change log reloads from the table instead of missing changes")
+    func reloadsAfterGap() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let path = folder.appendingPathComponent("store.db").path
+        let store = try SQLiteStore(path: path)
+        _ = try await store.save(subscription("/a"), allowUpdate: false)
+        let registry = SubscriptionRegistry(store: store, logger: Logger(label: "test"))
+        try await registry.load()
+        #expect(matches(registry, "/") == ["/a value"])
+
+        // Another process changes subscriptions and prunes the log past this index.
+        let other = try SQLiteStore(path: path)
+        _ = try await other.save(subscription("/b"), allowUpdate: false)
+        _ = try await other.save(subscription("/a", mode: .noData), allowUpdate: true)
+        _ = try await other.save(subscription("/c"), allowUpdate: false)
+        _ = try await other.remove(app: "toto", uid: "u1", id: subscription("/c").id)
+        let last = try await other.lastChange()
+        try await other.pruneChanges(through: last)
+
+        try await registry.sync()
+        #expect(matches(registry, "/") == ["/a noData", "/b value"])
+        #expect(registry.count == 2)
+        #expect(registry.appliedChange == last)
+        // And it follows again from there.
+        _ = try await other.save(subscription("/d"), allowUpdate: false)
+        try await registry.sync()
+        #expect(matches(registry, "/") == ["/a noData", "/b value", "/d value"])
+    }
 }

@@ -1,7 +1,7 @@
 import Foundation
 import PushCore
 import PushJOSE
-import PushStore
+@testable import PushStore
 import Testing
 
 /// The contract every `SubscriptionStore` meets. Each test runs against every store kind in
@@ -111,7 +111,10 @@ struct StoreContractTests {
         let store = try kind.make().store
         let start = try await store.lastChange()
         let subscription = makeSubscription(mode: .value)
-        guard case .created(let created) = try await store.save(subscription, allowUpdate: false) else { return }
+        guard case .created(let created) = try await store.save(subscription, allowUpdate: false) else {
+            Issue.record("the first save did not create")
+            return
+        }
         var sameMode = subscription
         sameMode.expiresAt += 10
         _ = try await store.save(sameMode, allowUpdate: true)  // no index-relevant change
@@ -127,7 +130,7 @@ struct StoreContractTests {
         let last = try await store.lastChange()
         #expect(last == changes.last!.sequence)
         try await store.pruneChanges(through: last)
-        #expect(try await store.changes(after: start, limit: 10).isEmpty)
+        #expect(try await store.changes(after: last, limit: 10).isEmpty)
         #expect(try await store.lastChange() == last)  // sequences never go back
     }
 
@@ -168,11 +171,91 @@ struct StoreContractTests {
         let (store, reopen) = try kind.make()
         let subscription = makeSubscription()
         _ = try await store.save(subscription, allowUpdate: false)
-        try await store.saveServiceKey(["kty": "EC", "kid": "k1"], kid: "k1")
-        try await store.saveServiceKey(["kty": "EC", "kid": "k2"], kid: "k2")
+        #expect(try await store.createServiceKeyIfNone(["kty": "EC", "kid": "k1"], kid: "k1").map { $0["kid"]!.stringValue! } == ["k1"])
+        #expect(try await store.createServiceKeyIfNone(["kty": "EC", "kid": "k2"], kid: "k2").map { $0["kid"]!.stringValue! } == ["k1"])
         let again = try reopen()
         #expect(try await again.subscription(id: subscription.id)?.tuple == subscription.tuple)
-        #expect(try await again.loadServiceKeys().map { $0["kid"]!.stringValue! } == ["k1", "k2"])
+        #expect(try await again.loadServiceKeys().map { $0["kid"]!.stringValue! } == ["k1"])
+    }
+
+    @Test("handles are never reused, even the largest one after its deletion, across reopening", arguments: StoreKind.all)
+    func handlesNeverReused(kind: StoreKind) async throws {
+        let (store, reopen) = try kind.make()
+        var seen: Set<Int64> = []
+        var largest: Int64 = 0
+        func create(_ path: String, on store: any SubscriptionStore) async throws -> Subscription {
+            guard case .created(let created) = try await store.save(makeSubscription(path: path), allowUpdate: false),
+                let handle = created.handle
+            else { throw StoreError(.corrupt("not created")) }
+            #expect(!seen.contains(handle), "handle \(handle) was used before")
+            #expect(handle > largest)
+            seen.insert(handle)
+            largest = max(largest, handle)
+            return created
+        }
+        let a = try await create("/a", on: store)
+        let b = try await create("/b", on: store)
+        // Delete the newest (SQLite without AUTOINCREMENT hands its row id out again), then the other.
+        _ = try await store.remove(app: "toto", uid: "u1", id: b.id)
+        _ = try await create("/c", on: store)
+        _ = try await store.remove(app: "toto", uid: "u1", id: a.id)
+        let again = try reopen()
+        _ = try await create("/a", on: again)  // the same tuple as a, recreated: a new handle
+        _ = try await again.expire(now: 3_000_000_000, limit: 100)
+        _ = try await create("/d", on: again)
+    }
+
+    @Test("a reader behind a prune is told it missed changes", arguments: StoreKind.all)
+    func pruneGap(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let start = try await store.lastChange()
+        for i in 0..<5 { _ = try await store.save(makeSubscription(path: "/p/\(i)"), allowUpdate: false) }
+        let last = try await store.lastChange()
+        try await store.pruneChanges(through: last - 2)
+        await #expect(throws: StoreError(.changeLogPruned(through: last - 2))) {
+            _ = try await store.changes(after: start, limit: 10)
+        }
+        #expect(try await store.changes(after: last - 2, limit: 10).count == 2)
+        // Pruning beyond the end prunes what exists; the watermark never moves back.
+        try await store.pruneChanges(through: last + 100)
+        try await store.pruneChanges(through: 1)
+        #expect(try await store.changes(after: last, limit: 10).isEmpty)
+        await #expect(throws: StoreError(.changeLogPruned(through: last))) {
+            _ = try await store.changes(after: last - 1, limit: 10)
+        }
+    }
+
+    @Test("of processes starting together on one store, one service key is created", arguments: StoreKind.all)
+    func serviceKeyOnce(kind: StoreKind) async throws {
+        let (store, reopen) = try kind.make()
+        let handles: [any ServiceKeyStore] = [store] + (try (0..<3).map { _ in try reopen() })
+        let kids = try await withThrowingTaskGroup(of: [String].self) { group in
+            for i in 0..<24 {
+                let handle = handles[i % handles.count]
+                group.addTask { try await ServiceKey.loadOrCreate(in: handle).map { $0.kid! } }
+            }
+            return try await group.reduce(into: [[String]]()) { $0.append($1) }
+        }
+        let stored = try await store.loadServiceKeys()
+        #expect(stored.count == 1)
+        #expect(Set(kids) == [[stored[0]["kid"]!.stringValue!]])
+    }
+
+    @Test("store errors are typed: the constraint and the subscription are named", arguments: StoreKind.all)
+    func typedErrors(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let bad = makeSubscription(expiresAt: 0)
+        do {
+            _ = try await store.save(bad, allowUpdate: false)
+            Issue.record("a subscription expiring at 0 was stored")
+        } catch let error as StoreError {
+            guard case .constraint(let constraint) = error.code else {
+                Issue.record("expected a constraint error, got \(error)")
+                return
+            }
+            #expect(constraint.contains("CHECK") || constraint.contains("check"))
+            #expect(error.subscriptionID == bad.id)
+        }
     }
 }
 
@@ -225,5 +308,40 @@ struct SQLiteSchemaTests {
         let duplicate = try sqlite3(
             path, "INSERT INTO subscription SELECT NULL,'other-id',app,uid,kind,destination,path,context,mode,format,encryption,created_at,expires_at FROM subscription")
         #expect(duplicate.output.contains("UNIQUE constraint failed"))
+    }
+}
+
+@Suite("SQLite migrations")
+struct SQLiteMigrationTests {
+    @Test("a version-1 database is migrated: rows kept, and no handle used before is handed out again")
+    func fromVersion1() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-v1-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let path = folder.appendingPathComponent("store.db").path
+        // A database as version 1 left it: three subscriptions, the newest then deleted.
+        let setup = SQLiteMigrations.v1 + """
+            CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+            INSERT INTO grdb_migrations VALUES ('v1 subscriptions, changes, outbox, service keys');
+            INSERT INTO subscription VALUES (NULL,'id-1','toto','u1','mobile','','/a','t1','value','v2',NULL,1,2000000000);
+            INSERT INTO subscription VALUES (NULL,'id-2','toto','u1','mobile','','/b','t2','value','v2',NULL,1,2000000000);
+            INSERT INTO subscription VALUES (NULL,'id-3','toto','u1','mobile','','/c','t3','value','v2',NULL,1,2000000000);
+            DELETE FROM subscription WHERE id = 'id-3';
+            """
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [path, setup]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0)
+
+        let store = try SQLiteStore(path: path)
+        #expect(try await store.subscription(id: "id-1")?.handle == 1)
+        #expect(try await store.subscription(id: "id-2")?.handle == 2)
+        guard case .created(let created) = try await store.save(makeSubscription(path: "/new"), allowUpdate: false) else {
+            Issue.record("not created")
+            return
+        }
+        #expect(created.handle == 4)  // 3 was used (and logged) before the migration
+        #expect(try await store.changes(after: 0, limit: 10).map(\.handle) == [1, 2, 3, 3, 4])
     }
 }

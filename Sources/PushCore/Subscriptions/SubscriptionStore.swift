@@ -96,13 +96,16 @@ public protocol SubscriptionStore: Sendable {
     /// Index records in handle order after `handle`, at most `limit`: to load the index.
     func indexRecords(after handle: Int64, limit: Int) async throws -> [IndexRecord]
 
-    /// Committed changes after `sequence`, in order, at most `limit`.
+    /// Committed changes after `sequence`, in commit order, at most `limit`. Throws
+    /// ``StoreError`` `.changeLogPruned` when changes after `sequence` were already pruned: a
+    /// reader that far behind has missed changes and must reload from the table.
     func changes(after sequence: Int64, limit: Int) async throws -> [SubscriptionChange]
 
     /// The sequence of the last committed change (0 when none).
     func lastChange() async throws -> Int64
 
-    /// Forgets changes up to and including `sequence`.
+    /// Forgets changes up to and including `sequence`, and remembers that it did (so that a
+    /// reader behind it learns of the gap rather than skipping changes).
     func pruneChanges(through sequence: Int64) async throws
 
     /// Outbox items in order, at most `limit`.
@@ -115,5 +118,8 @@ public protocol SubscriptionStore: Sendable {
 /// Where the service keeps its own signing keys (private JWKs as JSON), oldest first.
 public protocol ServiceKeyStore: Sendable {
     func loadServiceKeys() async throws -> [JSON]
-    func saveServiceKey(_ jwk: JSON, kid: String) async throws
+
+    /// Stores `jwk` if the store holds no service key yet, atomically (of processes starting
+    /// together on one store, exactly one key is created); returns the stored keys.
+    func createServiceKeyIfNone(_ jwk: JSON, kid: String) async throws -> [JSON]
 }
