@@ -1,6 +1,7 @@
 import Hummingbird
 import Logging
 import NIOCore
+import NIOHTTP1
 import PushCore
 
 /// Turns every failure into a deliberate JSON error: an ``APIError`` as it is, a route that
@@ -16,12 +17,21 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch is NIOTooManyBytesError {
             return try APIError.payloadTooLarge.response(from: request, context: context)
         } catch let error as HTTPError where error.status == .notFound {
-            return try APIError.notFound("no such resource: \(request.method) \(request.uri.path)").response(from: request, context: context)
+            return try APIError.notFound("no such resource: \(request.method) \(quotedText(request.uri.path))")
+                .response(from: request, context: context)
         } catch let error as StoreError {
             return try response(for: error, request, context)
         } catch let error as HTTPError where error.status == .methodNotAllowed {
-            return try APIError(.methodNotAllowed, "method_not_allowed", "\(request.method) is not allowed on \(request.uri.path)")
+            return try APIError(
+                .methodNotAllowed, "method_not_allowed",
+                "\(quotedText(request.method.rawValue)) is not allowed on \(quotedText(request.uri.path))"
+            ).response(from: request, context: context)
+        } catch let error as HTTPError where (400..<500).contains(error.status.code) {
+            return try APIError(error.status, Self.code(error.status), error.body ?? error.status.reasonPhrase)
                 .response(from: request, context: context)
+        } catch let error as HTTPParserError {
+            // The body was not valid HTTP/1.1 (a malformed chunk): the client's fault.
+            return try APIError.badRequest("the request body is not valid HTTP/1.1 (\(error))").response(from: request, context: context)
         } catch {
             logger.error(
                 "request failed", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
@@ -47,5 +57,10 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 "store failure", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
             return try APIError.internalError.response(from: request, context: context)
         }
+    }
+
+    /// The `error` code of a client error status: its reason phrase in snake case.
+    static func code(_ status: HTTPResponse.Status) -> String {
+        status.reasonPhrase.lowercased().split { !$0.isLetter }.joined(separator: "_")
     }
 }

@@ -51,6 +51,18 @@ public struct SubscriptionAPI: Sendable {
         router.get(RouterPath(collection + "/:id")) { request, context in try await read(request, context) }
         router.put(RouterPath(collection + "/:id")) { request, context in try await refresh(request, context) }
         router.delete(RouterPath(collection + "/:id")) { request, context in try await remove(request, context) }
+        // A known resource with a method it does not serve: 405 with the methods it does.
+        for (path, allowed) in [(collection, ["GET", "POST"]), (collection + "/:id", ["GET", "PUT", "DELETE"])] {
+            for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch, .head, .options]
+            where !allowed.contains(method.rawValue) {
+                router.on(RouterPath(path), method: method) { request, _ -> Response in
+                    throw APIError(
+                        .methodNotAllowed, "method_not_allowed",
+                        "\(request.method.rawValue) is not allowed here; allowed: \(allowed.joined(separator: ", "))",
+                        headers: [.allow: allowed.joined(separator: ", ")])
+                }
+            }
+        }
         router.get(".well-known/jwks.json") { _, _ in Response.json(jwks()) }
         router.get("healthz") { _, _ in Response.json(["status": "ok"]) }
         router.get("readyz") { _, _ in

@@ -15,15 +15,19 @@ public struct ServiceRuntime: Sendable {
     public let clock: @Sendable () -> Int64
     /// How often changes made by others are applied to the index.
     public let followInterval: Duration
+    /// Deadlines and sizes of client connections to the REST API.
+    public let connectionLimits: ConnectionLimits
 
     public init(
         configuration: ServiceConfiguration, logger: Logger,
-        clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }, followInterval: Duration = .seconds(1)
+        clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }, followInterval: Duration = .seconds(1),
+        connectionLimits: ConnectionLimits = .standard
     ) {
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
         self.followInterval = followInterval
+        self.connectionLimits = connectionLimits
     }
 
     /// Opens the configured store.
@@ -54,6 +58,7 @@ public struct ServiceRuntime: Sendable {
         let logger = self.logger
         let server = Application(
             router: api.router(),
+            server: SubscriptionAPI.server(limits: connectionLimits),
             configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "pushdispatch"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0

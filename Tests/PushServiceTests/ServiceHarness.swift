@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PushCore
+import PushAPI
 import PushJOSE
 import Synchronization
 @testable import PushService
@@ -25,7 +26,10 @@ final class ServiceHarness: Sendable {
     var port: Int { portValue.withLock { $0 } }
     var base: String { "http://127.0.0.1:\(port)" }
 
-    init(folder: URL? = nil, now: Int64 = 1_800_000_000) throws {
+    let limits: ConnectionLimits
+
+    init(folder: URL? = nil, now: Int64 = 1_800_000_000, limits: ConnectionLimits = .standard) throws {
+        self.limits = limits
         self.folder = folder ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-api-\(UUID().uuidString)")
         self.now = Mutex(now)
         try FileManager.default.createDirectory(at: self.folder, withIntermediateDirectories: true)
@@ -54,7 +58,8 @@ final class ServiceHarness: Sendable {
         var logger = Logger(label: "test")
         logger.logLevel = .warning
         let runtime = ServiceRuntime(
-            configuration: configuration, logger: logger, clock: { [self] in self.now.withLock { $0 } }, followInterval: .milliseconds(100))
+            configuration: configuration, logger: logger, clock: { [self] in self.now.withLock { $0 } }, followInterval: .milliseconds(100),
+            connectionLimits: limits)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let task = Task {
             defer { continuation.finish() }  // ends the wait below if the service fails to start

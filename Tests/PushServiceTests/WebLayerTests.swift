@@ -1,0 +1,157 @@
+import Foundation
+import NIOCore
+import PushAPI
+import PushCore
+@testable import PushService
+import Testing
+
+/// What the web layer answers on its own, before any route: every error has the JSON body of
+/// SPEC §5, and no client can hold a connection for ever.
+@Suite("The web layer's own answers and deadlines", .serialized)
+struct WebLayerTests {
+    static let limits = ConnectionLimits(headTimeout: .milliseconds(400), requestTimeout: .milliseconds(800), maxHeadBytes: 8 * 1024)
+
+    func withService(_ body: (ServiceHarness) async throws -> Void) async throws {
+        let service = try ServiceHarness(limits: Self.limits)
+        try await service.start()
+        do {
+            try await body(service)
+        } catch {
+            await service.shutdown()
+            throw error
+        }
+        await service.shutdown()
+    }
+
+    /// Sends `request` raw and returns the answer's status and body (JSON).
+    func exchange(_ service: ServiceHarness, _ request: String, wait: Double = 3) throws -> (status: Int, json: JSON?, closed: Bool) {
+        let connection = try RawConnection(port: service.port)
+        connection.send(request)
+        let (text, closed) = connection.receiveAll(timeout: wait)
+        guard let (status, body) = RawConnection.parse(text) else { return (0, nil, closed) }
+        return (status, try? JSONParser.parse(body), closed)
+    }
+
+    func expectJSONError(_ answer: (status: Int, json: JSON?, closed: Bool), status: Int, code: String) {
+        #expect(answer.status == status)
+        #expect(answer.json?["error"]?.stringValue == code, "body: \(String(describing: answer.json))")
+        #expect(answer.json?["message"]?.stringValue?.isEmpty == false)
+    }
+
+    @Test("a huge header and a huge URL are answered 431 with a JSON body")
+    func oversizedHeads() async throws {
+        try await withService { service in
+            let header = String(repeating: "a", count: 1 << 20)
+            expectJSONError(
+                try exchange(service, "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: \(header)\r\n\r\n"), status: 431,
+                code: "request_header_fields_too_large")
+            let path = "/" + String(repeating: "p", count: 100_000)
+            expectJSONError(try exchange(service, "GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n"), status: 431, code: "request_header_fields_too_large")
+        }
+    }
+
+    @Test("an unknown method is 400 and a method a resource does not serve is 405, both JSON")
+    func methods() async throws {
+        try await withService { service in
+            expectJSONError(try exchange(service, "FROB /healthz HTTP/1.1\r\nHost: x\r\n\r\n"), status: 400, code: "bad_request")
+            expectJSONError(
+                try exchange(service, "POST /datasync/v2/toto/subscriptions/u1/abc HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"),
+                status: 405, code: "method_not_allowed")
+            expectJSONError(
+                try exchange(service, "PATCH /datasync/v2/toto/subscriptions/u1 HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"),
+                status: 405, code: "method_not_allowed")
+        }
+    }
+
+    @Test("a broken request line is 400 with a JSON body")
+    func brokenRequestLine() async throws {
+        try await withService { service in
+            expectJSONError(try exchange(service, "GET /healthz HTTP/9\r\n\r\n"), status: 400, code: "bad_request")
+            expectJSONError(try exchange(service, "\u{1}\u{2}garbage\r\n\r\n"), status: 400, code: "bad_request")
+        }
+    }
+
+    @Test("a malformed chunked body is 400, not 500")
+    func malformedChunk() async throws {
+        try await withService { service in
+            let token = try service.token()
+            let request = """
+                POST /datasync/v2/toto/subscriptions/u1 HTTP/1.1\r
+                Host: x\r
+                Authorization: Bearer \(token)\r
+                Content-Type: application/json\r
+                Transfer-Encoding: chunked\r
+                \r
+                zz\r
+                {}\r
+                0\r
+                \r
+
+                """
+            expectJSONError(try exchange(service, request), status: 400, code: "bad_request")
+        }
+    }
+
+    @Test("an idle connection is answered 408 and closed after the head deadline")
+    func idle() async throws {
+        try await withService { service in
+            let connection = try RawConnection(port: service.port)
+            let start = Date()
+            let (text, closed) = connection.receiveAll(timeout: 5)
+            let elapsed = Date().timeIntervalSince(start)
+            #expect(closed)
+            #expect(elapsed >= 0.3 && elapsed < 3, "closed after \(elapsed) s")
+            let answer = RawConnection.parse(text)
+            #expect(answer?.status == 408)
+            #expect((try? JSONParser.parse(answer?.body ?? ""))?["error"]?.stringValue == "request_timeout")
+        }
+    }
+
+    @Test("a client sending its head byte by byte is cut off at the head deadline")
+    func slowHead() async throws {
+        try await withService { service in
+            let connection = try RawConnection(port: service.port)
+            let start = Date()
+            var open = connection.send("GET /healthz HTTP/1.1\r\n")
+            for i in 0..<30 where open {
+                try await Task.sleep(for: .milliseconds(100))
+                open = connection.send("X-Slow-\(i): 1\r\n")
+            }
+            let (text, _) = connection.receiveAll(timeout: 2)
+            #expect(Date().timeIntervalSince(start) < 3.5)
+            #expect(RawConnection.parse(text)?.status == 408 || !open)
+        }
+    }
+
+    @Test("a client that never finishes its body is disconnected at the request deadline")
+    func slowBody() async throws {
+        try await withService { service in
+            let connection = try RawConnection(port: service.port)
+            let token = try service.token()
+            connection.send(
+                "POST /datasync/v2/toto/subscriptions/u1 HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\n"
+                    + "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"kind\":")
+            let start = Date()
+            let (_, closed) = connection.receiveAll(timeout: 5)
+            #expect(closed)
+            #expect(Date().timeIntervalSince(start) < 3)
+        }
+    }
+
+    @Test("a keep-alive connection serves several requests within the deadlines")
+    func keepAlive() async throws {
+        try await withService { service in
+            let connection = try RawConnection(port: service.port)
+            for _ in 0..<3 {
+                connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                var text = ""
+                let end = Date().addingTimeInterval(2)
+                while !text.contains("{\"status\":\"ok\"}") && Date() < end {
+                    text += connection.receiveAll(timeout: 0.1).text
+                }
+                #expect(RawConnection.parse(text)?.status == 200)
+                try await Task.sleep(for: .milliseconds(200))
+            }
+        }
+    }
+}
