@@ -75,6 +75,8 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
+        // What tests (and the demo) use: a manual clock; the fake providers join it.
+        .target(name: "PushTestSupport", dependencies: ["PushCore"]),
         .executableTarget(
             name: "pushdispatch",
             dependencies: [
@@ -102,6 +104,7 @@ let package = Package(
             dependencies: [
                 "PushService",
                 "PushJOSE",
+                "PushTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),

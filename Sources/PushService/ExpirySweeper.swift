@@ -8,13 +8,16 @@ struct ExpirySweeper: Service {
     let store: any SubscriptionStore
     let registry: SubscriptionRegistry
     let interval: Duration
-    let clock: @Sendable () -> Int64
+    /// Unix seconds now.
+    let now: @Sendable () -> Int64
+    /// What the sweeper sleeps on between passes.
+    let clock: any Clock<Duration>
     let logger: Logger
 
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             await sweep()
-            guard await pause(interval) else { return }
+            guard await pause(interval, on: clock) else { return }
         }
     }
 
@@ -23,7 +26,7 @@ struct ExpirySweeper: Service {
         do {
             var total = 0
             while true {
-                let expired = try await store.expire(now: clock(), limit: 500)
+                let expired = try await store.expire(now: now(), limit: 500)
                 total += expired.count
                 if expired.count < 500 { break }
             }
@@ -79,10 +82,11 @@ struct ChangeFollower: Service {
     }
 }
 
-/// Sleeps for `duration`; `false` when the service is shutting down or cancelled instead.
-func pause(_ duration: Duration) async -> Bool {
+/// Sleeps for `duration` on `clock`; `false` when the service is shutting down or cancelled
+/// instead.
+func pause(_ duration: Duration, on clock: any Clock<Duration> = ContinuousClock()) async -> Bool {
     do {
-        try await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+        try await cancelWhenGracefulShutdown { try await clock.sleep(for: duration) }
         return true
     } catch {
         return false

@@ -17,12 +17,15 @@ public struct ServiceRuntime: Sendable {
     public let followInterval: Duration
     /// Deadlines and sizes of client connections to the REST API.
     public let connectionLimits: ConnectionLimits
+    /// What timers sleep on (the expiry sweeper's interval); tests pass a manual clock.
+    public let timerClock: any Clock<Duration>
 
     public init(
         configuration: ServiceConfiguration, logger: Logger,
         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }, followInterval: Duration = .seconds(1),
-        connectionLimits: ConnectionLimits = .standard
+        connectionLimits: ConnectionLimits = .standard, timerClock: any Clock<Duration> = ContinuousClock()
     ) {
+        self.timerClock = timerClock
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
@@ -67,7 +70,7 @@ public struct ServiceRuntime: Sendable {
             },
             logger: logger)
         let sweeper = ExpirySweeper(
-            store: store, registry: registry, interval: configuration.expiry.interval, clock: clock, logger: logger)
+            store: store, registry: registry, interval: configuration.expiry.interval, now: clock, clock: timerClock, logger: logger)
         let follower = ChangeFollower(store: store, registry: registry, interval: followInterval, logger: logger)
         let syncer = IndexSyncer(registry: registry, logger: logger)
         let group = ServiceGroup(

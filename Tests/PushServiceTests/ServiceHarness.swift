@@ -6,6 +6,7 @@ import NIOHTTP1
 import PushCore
 import PushAPI
 import PushJOSE
+import PushTestSupport
 import Synchronization
 @testable import PushService
 
@@ -27,6 +28,8 @@ final class ServiceHarness: Sendable {
     var base: String { "http://127.0.0.1:\(port)" }
 
     let limits: ConnectionLimits
+    /// The clock timers sleep on: tests advance it.
+    let timers = ManualClock()
 
     init(folder: URL? = nil, now: Int64 = 1_800_000_000, limits: ConnectionLimits = .standard) throws {
         self.limits = limits
@@ -59,7 +62,7 @@ final class ServiceHarness: Sendable {
         logger.logLevel = .warning
         let runtime = ServiceRuntime(
             configuration: configuration, logger: logger, clock: { [self] in self.now.withLock { $0 } }, followInterval: .milliseconds(100),
-            connectionLimits: limits)
+            connectionLimits: limits, timerClock: timers)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let task = Task {
             defer { continuation.finish() }  // ends the wait below if the service fails to start

@@ -234,13 +234,18 @@ struct SubscriptionAPITests {
             let body = #"{"kind":"mobile","path":"/p","context":"t","expirationTimestampSeconds":1800000010}"#
             #expect(try await service.send(.POST, Self.collection, body: body, token: token).status == 201)
             _ = try await service.send(.POST, Self.collection, body: Self.document, token: token)
-            service.now.withLock { $0 += 11 }
-            var remaining = 2
-            for _ in 0..<50 where remaining != 1 {
-                try await Task.sleep(for: .milliseconds(100))
-                remaining = try await service.send(.GET, Self.collection, token: try service.token()).json?.arrayValue?.count ?? -1
-            }
-            #expect(remaining == 1)
+            // The sweeper swept at start and sleeps for its interval (1 s) on the harness's clock.
+            await service.timers.waitForSleepers()
+            service.now.withLock { $0 += 9 }
+            service.timers.advance(by: .seconds(1))
+            await service.timers.waitForSleepers()  // the pass is over
+            #expect(try await service.send(.GET, Self.collection, token: try service.token()).json?.arrayValue?.count == 2)
+            service.now.withLock { $0 += 2 }
+            service.timers.advance(by: .milliseconds(999))
+            #expect(service.timers.sleeperCount == 1)  // not yet: the interval has not passed
+            service.timers.advance(by: .milliseconds(1))
+            await service.timers.waitForSleepers()
+            #expect(try await service.send(.GET, Self.collection, token: try service.token()).json?.arrayValue?.count == 1)
             let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
             let outbox = try await store.outbox(limit: 10)
             #expect(outbox.count == 1 && outbox[0].reason == .expired && outbox[0].subscription.path.string == "/p")
