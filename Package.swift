@@ -90,11 +90,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "PushCoreTests", dependencies: ["PushCore"]),
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushTestSupport"]),
         .testTarget(
             name: "PushJOSETests",
             dependencies: [
-                "PushJOSE", .product(name: "Crypto", package: "swift-crypto"),
+                "PushJOSE", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),

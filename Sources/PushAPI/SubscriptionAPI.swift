@@ -126,7 +126,7 @@ public struct SubscriptionAPI: Sendable {
         let (application, uid) = try await authorize(request, context)
         let id = try parameter("id", context)
         guard let subscription = try await store.subscription(app: application.id, uid: uid, id: id) else {
-            throw APIError.notFound("no subscription \(id) for this user")
+            throw APIError.notFound("no subscription \(quotedText(id)) for this user")
         }
         return document(subscription, status: .ok)
     }
@@ -151,7 +151,7 @@ public struct SubscriptionAPI: Sendable {
         }
         if requested == 0 {
             guard try await store.remove(app: application.id, uid: uid, id: id) != nil else {
-                throw APIError.notFound("no subscription \(id) for this user")
+                throw APIError.notFound("no subscription \(quotedText(id)) for this user")
             }
             await didChange()
             return Response(status: .noContent)
@@ -163,7 +163,7 @@ public struct SubscriptionAPI: Sendable {
             throw APIError.badRequest(error.message)
         }
         guard let updated = try await store.updateExpiration(app: application.id, uid: uid, id: id, expiresAt: expiresAt) else {
-            throw APIError.notFound("no subscription \(id) for this user")
+            throw APIError.notFound("no subscription \(quotedText(id)) for this user")
         }
         return document(updated, status: .ok)
     }
@@ -172,7 +172,7 @@ public struct SubscriptionAPI: Sendable {
         let (application, uid) = try await authorize(request, context)
         let id = try parameter("id", context)
         guard try await store.remove(app: application.id, uid: uid, id: id) != nil else {
-            throw APIError.notFound("no subscription \(id) for this user")
+            throw APIError.notFound("no subscription \(quotedText(id)) for this user")
         }
         await didChange()
         return Response(status: .noContent)

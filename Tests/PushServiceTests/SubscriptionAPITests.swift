@@ -227,6 +227,21 @@ struct SubscriptionAPITests {
         }
     }
 
+    @Test("a validly signed token with exp or nbf at the limits of Int64 is answered, not a crash")
+    func tokensAtTheLimits() async throws {
+        try await withService { service in
+            let now = service.now.withLock { $0 }
+            let farFuture = try service.token(expiresIn: Int64.max - now)
+            #expect(try await service.send(.GET, Self.collection, token: farFuture).status == 200)
+            let nearMax = try service.token(expiresIn: Int64.max - now - 59)
+            #expect(try await service.send(.GET, Self.collection, token: nearMax).status == 200)
+            let notBefore = try service.token(notBefore: .max)
+            #expect(try await service.send(.GET, Self.collection, token: notBefore).status == 401)
+            let expired = try service.token(expiresIn: Int64.min / 2)
+            #expect(try await service.send(.GET, Self.collection, token: expired).status == 401)
+        }
+    }
+
     @Test("expired subscriptions are removed by the sweeper and a revoke with reason expired is recorded")
     func expiry() async throws {
         try await withService { service in
