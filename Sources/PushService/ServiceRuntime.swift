@@ -84,85 +84,9 @@ public struct ServiceRuntime: Sendable {
         logger.info("stopped")
     }
 
-    /// An application ready for the API, with its key ring.
-    struct PreparedApplication {
-        let api: APIApplication
-        let keys: KeyRing
-        let signingKey: JWK?
-    }
-
-    /// Checks and prepares every application: its key files are read, its signing key found.
+    /// Checks and prepares every application (see ``PreparedApplication``).
     static func applications(_ configuration: ServiceConfiguration) throws -> [String: PreparedApplication] {
-        var prepared: [String: PreparedApplication] = [:]
-        var verifiers: [(app: String, verifier: BearerTokenVerifier)] = []
-        for (id, app) in configuration.apps {
-            let path = "apps.\(id)"
-            var keys = try KeyRing([])
-            if let file = app.keys {
-                keys = try keyRing(file, key: "\(path).keys")
-            }
-            var signingKey: JWK?
-            if let kid = app.signingKey {
-                guard let key = keys.key(kid: kid, use: .signature) else {
-                    throw ConfigurationError("\(path).signingKey: no key \(quotedString(kid)) in \(path).keys")
-                }
-                do {
-                    _ = try JWSSigner(key: key)
-                } catch {
-                    throw ConfigurationError("\(path).signingKey: \(error)")
-                }
-                signingKey = key
-            }
-            var verifier: BearerTokenVerifier?
-            if let auth = app.auth {
-                let leeway = auth.leeway.components.seconds
-                if let secret = auth.hs256Secret {
-                    do {
-                        verifier = try .hs256(secret: secret.value, issuer: auth.issuer, audience: auth.audience, leeway: leeway)
-                    } catch {
-                        throw ConfigurationError("\(path).auth.hs256Secret: \(error)")
-                    }
-                } else if let file = auth.jwks {
-                    verifier = BearerTokenVerifier(
-                        keys: try keyRing(file, key: "\(path).auth.jwks"), issuer: auth.issuer, audience: auth.audience, leeway: leeway)
-                }
-            }
-            if let verifier { verifiers.append((id, verifier)) }
-            let factory = EventSealerFactory(keys: keys)
-            let rules = SubscriptionRules(
-                webhooks: Set(app.webhooks.keys), lifetimes: app.subscriptions.lifetimes,
-                checkEncryption: { spec throws(RequestError) in try factory.checkEncryption(spec) })
-            prepared[id] = PreparedApplication(
-                api: APIApplication(id: id, verifier: verifier, rules: rules), keys: keys, signingKey: signingKey)
-        }
-        try checkTokenIsolation(verifiers.sorted { $0.app < $1.app })
-        return prepared
-    }
-
-    /// A token issued for one application must never act on another (SPEC §11.10). Two
-    /// applications whose bearer tokens verify with a common key would accept each other's
-    /// tokens unless the claims tell them apart: both must then require distinct audiences
-    /// (`aud`) or distinct issuers (`iss`). Such a configuration is refused at start.
-    static func checkTokenIsolation(_ verifiers: [(app: String, verifier: BearerTokenVerifier)]) throws {
-        func thumbprints(_ verifier: BearerTokenVerifier) -> Set<String> {
-            Set(verifier.keys.keys.filter { $0.use != KeyUse.encryption.rawValue }.map(\.thumbprint))
-        }
-        func distinct(_ a: String?, _ b: String?) -> Bool {
-            if let a, let b { return a != b }
-            return false
-        }
-        let prints = verifiers.map { thumbprints($0.verifier) }
-        for i in verifiers.indices {
-            for j in verifiers.indices where j > i {
-                let (a, b) = (verifiers[i], verifiers[j])
-                guard !prints[i].isDisjoint(with: prints[j]) else { continue }
-                if distinct(a.verifier.audience, b.verifier.audience) || distinct(a.verifier.issuer, b.verifier.issuer) { continue }
-                throw ConfigurationError(
-                    "apps.\(a.app).auth and apps.\(b.app).auth verify bearer tokens with the same key, so a token issued for one "
-                        + "application would act on the other; give each application its own hs256Secret or jwks key, or set a "
-                        + "different audience (apps.\(a.app).auth.audience, apps.\(b.app).auth.audience) or issuer on both")
-            }
-        }
+        try PreparedApplication.prepareAll(configuration, authentication: true)
     }
 
     static func keyRing(_ file: String, key: String) throws -> KeyRing {

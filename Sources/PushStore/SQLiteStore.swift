@@ -8,7 +8,21 @@ import PushCore
 /// crash or a power cut.
 public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     public let path: String
-    let pool: DatabasePool
+    let pool: any DatabaseWriter
+
+    /// Opens an existing database to read it only (`replay --dry-run`): nothing is created,
+    /// migrated or written.
+    public init(readingOnly path: String) throws {
+        self.path = path
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.busyMode = .timeout(10)
+        do {
+            pool = try DatabaseQueue(path: path, configuration: configuration)
+        } catch {
+            throw StoreError(.unavailable("cannot open the SQLite database \(path) to read it: \(Self.reason(error))"))
+        }
+    }
 
     /// Opens (creating if needed) the database at `path` and brings its schema up to date.
     public init(path: String) throws {
@@ -20,8 +34,9 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
             try db.execute(sql: "PRAGMA foreign_keys = ON")
         }
         do {
-            pool = try DatabasePool(path: path, configuration: configuration)
+            let pool = try DatabasePool(path: path, configuration: configuration)
             try SQLiteMigrations.migrator.migrate(pool)
+            self.pool = pool
         } catch {
             throw StoreError(.unavailable("cannot open the SQLite database \(path): \(Self.reason(error))"))
         }

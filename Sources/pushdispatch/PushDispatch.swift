@@ -6,7 +6,8 @@ struct PushDispatch: AsyncParsableCommand {
         commandName: "pushdispatch",
         abstract: "Push-notification dispatcher for realtime JSON-tree databases.",
         subcommands: [
-            RunCommand.self, SubscriptionsCommand.self, PayloadCommand.self, DecodeCommand.self, BenchCommand.self,
+            RunCommand.self, SubscriptionsCommand.self, PayloadCommand.self, DecodeCommand.self, ReplayCommand.self,
+            BenchCommand.self,
         ]
     )
 }

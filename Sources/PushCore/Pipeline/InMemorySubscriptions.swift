@@ -1,0 +1,51 @@
+import Synchronization
+
+/// Subscriptions held in memory, as index and directory: what `replay` reads from its files,
+/// and what tests use.
+public final class InMemorySubscriptions: SubscriptionLookup, SubscriptionDirectory {
+    struct State {
+        var index: SubscriptionIndex
+        var byHandle: [Int64: Subscription]
+    }
+
+    private let state: Mutex<State>
+
+    /// Every subscription must have a distinct handle.
+    public init(_ subscriptions: [Subscription]) {
+        var byHandle: [Int64: Subscription] = [:]
+        var records: [(app: String, path: Path, entry: SubscriptionIndex.Entry)] = []
+        for subscription in subscriptions {
+            guard let handle = subscription.handle else { preconditionFailure("InMemorySubscriptions: a subscription without handle") }
+            byHandle[handle] = subscription
+            records.append((subscription.app, subscription.path, .init(handle: handle, mode: subscription.mode)))
+        }
+        state = Mutex(State(index: SubscriptionIndex(bulkLoading: records), byHandle: byHandle))
+    }
+
+    public var count: Int { state.withLock { $0.byHandle.count } }
+
+    public func concerned(app: String, path: Path) -> [IndexMatch] {
+        state.withLock { $0.index.concerned(app: app, path: path) }
+    }
+
+    public func under(app: String, path: Path) -> [IndexMatch] {
+        state.withLock { $0.index.under(app: app, path: path) }
+    }
+
+    public func forget(app: String, _ matches: [IndexMatch]) {
+        state.withLock { state in
+            for match in matches {
+                state.index.remove(app: app, path: match.path, handle: match.handle)
+                state.byHandle[match.handle] = nil
+            }
+        }
+    }
+
+    public func subscriptions(handles: [Int64]) async throws -> [Int64: Subscription] {
+        state.withLock { state in
+            var found: [Int64: Subscription] = [:]
+            for handle in handles { found[handle] = state.byHandle[handle] }
+            return found
+        }
+    }
+}

@@ -1,0 +1,108 @@
+/// One notification a record leads to: the subscription as stored, and what it is told.
+public struct Notice: Sendable {
+    public let subscription: Subscription
+    public let event: Event
+
+    public init(subscription: Subscription, event: Event) {
+        self.subscription = subscription
+        self.event = event
+    }
+
+    /// Whether the notice revokes its subscription (which is then deleted).
+    public var revokes: Bool {
+        if case .revoke = event.body { return true }
+        return false
+    }
+}
+
+/// Change records in, notifications out: the matching and event rules of SPEC §4 and §6 over
+/// the trees, the index and the stored subscriptions. The service and `replay` run the same
+/// pipeline; they differ in where lines come from and where notifications go.
+public struct RecordPipeline: Sendable {
+    public var processor: RecordProcessor
+    /// The last accepted `seq` of each source (SPEC §4: strictly increasing per source).
+    public private(set) var watermarks: [String: Int64]
+    /// Each application's settings; applications absent from the configuration get
+    /// ``PipelineSettings/standard`` (their trees are kept like any other, SPEC §11.2).
+    public let settings: @Sendable (String) -> PipelineSettings
+
+    public init(
+        processor: RecordProcessor = RecordProcessor(), watermarks: [String: Int64] = [:],
+        settings: @escaping @Sendable (String) -> PipelineSettings
+    ) {
+        self.processor = processor
+        self.watermarks = watermarks
+        self.settings = settings
+    }
+
+    /// What became of one line.
+    public enum Outcome: Sendable {
+        /// Refused: dead-lettered with this reason; the watermark did not move.
+        case rejected(RecordError)
+        /// Accepted. `changedTree`: the record changed its application's tree (it is journalled).
+        /// The notices are in delivery order: by subscription id (byte order).
+        case accepted(ChangeRecord, changedTree: Bool, notices: [Notice])
+    }
+
+    /// Parses and applies one line from `source`. Throws only when the directory cannot be
+    /// read (the caller retries); a bad line is an outcome, not an error.
+    public mutating func process(
+        _ line: [UInt8], source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
+    ) async throws -> Outcome {
+        let record: ChangeRecord
+        do {
+            record = try ChangeRecord.parse(line)
+        } catch {
+            return .rejected(error)
+        }
+        return try await process(record, source: source, lookup: lookup, directory: directory)
+    }
+
+    /// Applies one parsed record from `source`.
+    public mutating func process(
+        _ record: ChangeRecord, source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
+    ) async throws -> Outcome {
+        if let last = watermarks[source], record.seq <= last {
+            let what = record.seq == last ? "repeats" : "goes back from"
+            return .rejected(
+                RecordError("seq \(record.seq) \(what) the last accepted seq \(last) of this source; seq must increase", seq: record.seq))
+        }
+        var changedTree = false
+        var notices: [Notice] = []
+        switch record.operation {
+        case .write(let write):
+            let (changed, events) = processor.apply(write, app: record.app, lookup: lookup, settings: settings(record.app))
+            changedTree = changed
+            if !events.isEmpty {
+                let stored = try await directory.subscriptions(handles: events.map(\.0.handle))
+                for (match, event) in events {
+                    guard let subscription = stored[match.handle] else { continue }  // removed meanwhile
+                    notices.append(Notice(subscription: subscription, event: event))
+                }
+                let revoked = events.filter { if case .revoke = $0.1.body { return true } else { return false } }.map(\.0)
+                if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
+            }
+        case .revoke(let path, let uid, let reason):
+            let candidates = lookup.under(app: record.app, path: path ?? .root)
+            if !candidates.isEmpty {
+                let stored = try await directory.subscriptions(handles: candidates.map(\.handle))
+                var revoked: [IndexMatch] = []
+                for match in candidates {
+                    guard let subscription = stored[match.handle], uid == nil || subscription.uid == uid else { continue }
+                    revoked.append(match)
+                    notices.append(
+                        Notice(subscription: subscription, event: Event(app: record.app, path: subscription.path.string, body: .revoke(reason))))
+                }
+                if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
+            }
+        }
+        notices.sort { lexicographicCompareUTF8($0.subscription.id, $1.subscription.id) < 0 }
+        watermarks[source] = record.seq
+        return .accepted(record, changedTree: changedTree, notices: notices)
+    }
+}
+
+/// Byte-order comparison of two strings' UTF-8 forms (SPEC §11.12: ids in byte order).
+func lexicographicCompareUTF8(_ a: String, _ b: String) -> Int {
+    withUTF8Bytes(a) { x in withUTF8Bytes(b) { y in lexicographicCompare(x, y) } }
+}

@@ -1,0 +1,59 @@
+/// What an application's configuration says to the pipeline.
+public struct PipelineSettings: Sendable, Equatable {
+    /// `subscriptions.maxWeight`: a subscription whose value grows beyond it is revoked with
+    /// reason `too_big` (SPEC §11.4).
+    public var maxWeight: Int
+
+    public static let standard = PipelineSettings(maxWeight: 1 << 20)
+
+    public init(maxWeight: Int) {
+        self.maxWeight = maxWeight
+    }
+}
+
+/// The data trees of every application, and what a record does to them and to the
+/// subscriptions (SPEC §3, §6). Pure: the index comes in through ``SubscriptionLookup``.
+public struct RecordProcessor: Sendable {
+    /// By application id. An application whose tree is empty has no entry.
+    public private(set) var trees: [String: DataTree]
+
+    public init(trees: [String: DataTree] = [:]) {
+        self.trees = trees
+    }
+
+    /// Applies a write to its application's tree; returns whether the tree changed and, for
+    /// each concerned subscription whose value changed, its event: a data event, or a `too_big`
+    /// revocation when the new value weighs more than `maxWeight`. A patch is one write: a
+    /// subscriber gets at most one event for it.
+    public mutating func apply(_ write: TreeWrite, app: String, lookup: some SubscriptionLookup, settings: PipelineSettings)
+        -> (changed: Bool, events: [(IndexMatch, Event)])
+    {
+        let before = trees[app] ?? DataTree()
+        let after = before.applying(write)
+        if before == after { return (false, []) }
+        if after.root == nil {
+            trees[app] = nil
+        } else {
+            trees[app] = after
+        }
+        var events: [(IndexMatch, Event)] = []
+        for match in lookup.concerned(app: app, path: write.path) {
+            let old = before.value(at: match.path)
+            let new = after.value(at: match.path)
+            if old == new { continue }
+            if let new, new.compactLength(limit: settings.maxWeight) == nil {
+                events.append((match, Event(app: app, path: match.path.string, body: .revoke(.tooBig))))
+                continue
+            }
+            if let event = Event.data(app: app, path: match.path.string, mode: match.mode, before: old, after: new) {
+                events.append((match, event))
+            }
+        }
+        return (true, events)
+    }
+
+    /// Replaces an application's tree (when resuming from a snapshot).
+    public mutating func setTree(_ tree: DataTree, app: String) {
+        trees[app] = tree.root == nil ? nil : tree
+    }
+}
