@@ -11,6 +11,7 @@ let package = Package(
         .library(name: "PushStore", targets: ["PushStore"]),
         .library(name: "PushAPI", targets: ["PushAPI"]),
         .library(name: "PushService", targets: ["PushService"]),
+        .library(name: "PushIngest", targets: ["PushIngest"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -46,6 +47,17 @@ let package = Package(
             name: "PushStore",
             dependencies: ["PushCore", .product(name: "GRDB", package: "GRDB.swift")]
         ),
+        // Change-record sources: the queue-file tailer, the Unix socket, the dead-letter file.
+        .target(
+            name: "PushIngest",
+            dependencies: [
+                "PushCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The REST API (Hummingbird).
         .target(
             name: "PushAPI",
@@ -69,6 +81,7 @@ let package = Package(
                 "PushJOSE",
                 "PushStore",
                 "PushAPI",
+                "PushIngest",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -3,16 +3,22 @@ import PushCore
 import ServiceLifecycle
 
 /// Removes expired subscriptions every `interval` (SPEC §5, §11.9): each gets a `revoke` with
-/// reason `expired` in the outbox, in the same transaction as its removal.
+/// reason `expired`, queued in the same transaction as its removal (a subscription refreshed
+/// meanwhile is kept).
 struct ExpirySweeper: Service {
-    let store: any SubscriptionStore
+    let store: any IngestStore
     let registry: SubscriptionRegistry
+    let sealers: any SealerProvider
     let interval: Duration
     /// Unix seconds now.
     let now: @Sendable () -> Int64
+    /// Milliseconds since the epoch now.
+    let nowMilliseconds: @Sendable () -> Int64
     /// What the sweeper sleeps on between passes.
     let clock: any Clock<Duration>
     let logger: Logger
+
+    static let batch = 500
 
     func run() async throws {
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
@@ -23,12 +29,29 @@ struct ExpirySweeper: Service {
 
     /// One pass: removes everything due, in batches.
     func sweep() async {
+        var builder = NotificationBuilder(sealers: sealers)
         do {
             var total = 0
             while true {
-                let expired = try await store.expire(now: now(), limit: 500)
-                total += expired.count
-                if expired.count < 500 { break }
+                let now = self.now()
+                let due = try await store.dueSubscriptions(now: now, limit: Self.batch)
+                if due.isEmpty { break }
+                var batch = CommitBatch(now: nowMilliseconds())
+                for subscription in due {
+                    let notice = Notice(subscription: subscription, event: Event(app: subscription.app, path: subscription.path.string, body: .revoke(.expired)))
+                    var entry: OutboxEntry?
+                    do {
+                        entry = OutboxEntry(notice, payload: try builder.payload(notice).bytes, recordSeq: nil)
+                    } catch {
+                        logger.error(
+                            "an expired subscription's revoke cannot be built; it is removed without one",
+                            metadata: ["subscription": "\(subscription.id)", "error": "\(error)"])
+                    }
+                    batch.operations.append(.revoke(handle: subscription.handle ?? 0, notification: entry, condition: .expiredBy(now)))
+                }
+                let result = try await store.commit(batch)
+                total += result.revoked.count
+                if due.count < Self.batch || result.revoked.isEmpty { break }
             }
             if total > 0 {
                 registry.nudge()

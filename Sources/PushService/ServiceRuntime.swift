@@ -3,16 +3,20 @@ import Hummingbird
 import Logging
 import PushAPI
 import PushCore
+import PushIngest
 import PushJOSE
 import PushStore
 import ServiceLifecycle
 
-/// The composition root: configuration → store, index, API, sweeper → one `ServiceGroup`.
+/// The composition root: configuration → store, index, trees, ingest sources, pipeline, API,
+/// sweeper → one `ServiceGroup`.
 public struct ServiceRuntime: Sendable {
     public let configuration: ServiceConfiguration
     public let logger: Logger
     /// Unix seconds now (tests move it).
     public let clock: @Sendable () -> Int64
+    /// Milliseconds since the epoch now (notification times).
+    public let clockMilliseconds: @Sendable () -> Int64
     /// How often changes made by others are applied to the index.
     public let followInterval: Duration
     /// Deadlines and sizes of client connections to the REST API.
@@ -23,9 +27,11 @@ public struct ServiceRuntime: Sendable {
     public init(
         configuration: ServiceConfiguration, logger: Logger,
         clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) }, followInterval: Duration = .seconds(1),
-        connectionLimits: ConnectionLimits = .standard, timerClock: any Clock<Duration> = ContinuousClock()
+        connectionLimits: ConnectionLimits = .standard, timerClock: any Clock<Duration> = ContinuousClock(),
+        clockMilliseconds: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
     ) {
         self.timerClock = timerClock
+        self.clockMilliseconds = clockMilliseconds
         self.configuration = configuration
         self.logger = logger
         self.clock = clock
@@ -69,19 +75,64 @@ public struct ServiceRuntime: Sendable {
                 await onListening(port)
             },
             logger: logger)
+        let sealers = try PreparedApplication.sealers(applications, serviceKey: serviceKeys.last!)
+        try await Self.requeueLegacyRevocations(store: store, sealers: sealers, now: clockMilliseconds(), logger: logger)
+
+        // Ingestion: trees restored, sources resumed from their checkpoints.
+        let loaded = try await TreeLoader.load(from: store, logger: logger)
+        let checkpoints = Dictionary(try await store.checkpoints().map { ($0.source, $0) }, uniquingKeysWith: { $1 })
+        let settings = applications.mapValues(\.settings)
+        let pipeline = RecordPipeline(
+            processor: loaded.processor, watermarks: checkpoints.compactMapValues(\.lastSeq), settings: { settings[$0] ?? .standard })
+        let queue = IngestQueue()
+        let ingestor = Ingestor(
+            queue: queue, store: store, registry: registry, sealers: sealers,
+            deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), initial: pipeline, loaded: loaded,
+            configuration: .init(), now: clockMilliseconds, logger: logger)
+        var sources: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let path = configuration.ingest.queueFile {
+            sources.append(.init(service: QueueFileSource(path: path, queue: queue, checkpoint: checkpoints[QueueFileSource.name], logger: logger)))
+        }
+        if let path = configuration.ingest.socket {
+            sources.append(.init(service: UnixSocketSource(path: path, queue: queue, logger: logger)))
+        }
+
         let sweeper = ExpirySweeper(
-            store: store, registry: registry, interval: configuration.expiry.interval, now: clock, clock: timerClock, logger: logger)
+            store: store, registry: registry, sealers: sealers, interval: configuration.expiry.interval, now: clock,
+            nowMilliseconds: clockMilliseconds, clock: timerClock, logger: logger)
         let follower = ChangeFollower(store: store, registry: registry, interval: followInterval, logger: logger)
         let syncer = IndexSyncer(registry: registry, logger: logger)
+        // A graceful shutdown stops services in reverse order: the API, then the sources (no
+        // more input), then the rest, and last the ingestor, which commits what was queued.
         let group = ServiceGroup(
             configuration: .init(
-                services: [
-                    .init(service: server), .init(service: sweeper), .init(service: follower), .init(service: syncer),
-                ],
+                services: [.init(service: ingestor), .init(service: sweeper), .init(service: follower), .init(service: syncer)]
+                    + sources + [.init(service: server)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         try await group.run()
         logger.info("stopped")
+    }
+
+    /// Revocations a version-1 store queued without a payload: built now and queued as
+    /// notifications, in one transaction with their removal from the old table.
+    static func requeueLegacyRevocations(store: some IngestStore, sealers: any SealerProvider, now: Int64, logger: Logger) async throws {
+        var builder = NotificationBuilder(sealers: sealers)
+        while true {
+            let items = try await store.legacyRevocations(limit: 500)
+            if items.isEmpty { return }
+            var batch = CommitBatch(now: now)
+            for item in items {
+                let notice = Notice(
+                    subscription: item.subscription,
+                    event: Event(app: item.subscription.app, path: item.subscription.path.string, body: .revoke(item.reason)))
+                let entry = try? OutboxEntry(notice, payload: builder.payload(notice).bytes, recordSeq: nil)
+                batch.operations.append(.revoke(handle: item.subscription.handle ?? 0, notification: entry, condition: .alreadyRemoved))
+                batch.legacyProcessed.append(item.sequence)
+            }
+            _ = try await store.commit(batch)
+            logger.info("revocations of an earlier version requeued", metadata: ["count": "\(items.count)"])
+        }
     }
 
     /// Checks and prepares every application (see ``PreparedApplication``).

@@ -9,12 +9,22 @@ import Synchronization
 /// ``nudge()`` wakes the ``IndexSyncer``; a burst of writes costs one read of the log) and
 /// every second for everyone else's (an operator command, another instance). Lookups read the
 /// index under the same mutex, for microseconds.
-public final class SubscriptionRegistry: Sendable {
+///
+/// It is also the pipeline's directory of subscriptions: the documents payloads need (kind,
+/// format, encryption, token) are read from the store on demand and cached, at most
+/// ``cacheLimit`` of them; a change in the log evicts its subscription.
+public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirectory, Sendable {
     struct State {
         var index = SubscriptionIndex()
         /// The last change applied to `index`.
         var applied: Int64 = 0
+        var cache: [Int64: Subscription] = [:]
+        /// Cached handles in insertion order (the oldest is evicted first).
+        var cacheOrder: [Int64] = []
+        var cacheHead = 0
     }
+
+    public static let cacheLimit = 65_536
 
     let store: any SubscriptionStore
     let state = Mutex(State())
@@ -100,6 +110,7 @@ public final class SubscriptionRegistry: Sendable {
                     case .delete:
                         state.index.remove(app: change.app, path: change.path, handle: change.handle)
                     }
+                    if change.operation != .insert { state.cache[change.handle] = nil }
                     state.applied = change.sequence
                 }
             }
@@ -115,5 +126,59 @@ public final class SubscriptionRegistry: Sendable {
     /// Runs `body` with the index (for lookups; keep it short: writers wait).
     public func withIndex<R>(_ body: (borrowing SubscriptionIndex) throws -> R) rethrows -> R {
         try state.withLock { try body($0.index) }
+    }
+
+    // MARK: - The pipeline's view
+
+    public func concerned(app: String, path: Path) -> [IndexMatch] {
+        state.withLock { $0.index.concerned(app: app, path: path) }
+    }
+
+    public func under(app: String, path: Path) -> [IndexMatch] {
+        state.withLock { $0.index.under(app: app, path: path) }
+    }
+
+    public func forget(app: String, _ matches: [IndexMatch]) {
+        state.withLock { state in
+            for match in matches {
+                state.index.remove(app: app, path: match.path, handle: match.handle)
+                state.cache[match.handle] = nil
+            }
+        }
+    }
+
+    public func subscriptions(handles: [Int64]) async throws -> [Int64: Subscription] {
+        var found: [Int64: Subscription] = [:]
+        var missing: [Int64] = []
+        let applied = state.withLock { state -> Int64 in
+            for handle in handles {
+                if let subscription = state.cache[handle] {
+                    found[handle] = subscription
+                } else {
+                    missing.append(handle)
+                }
+            }
+            return state.applied
+        }
+        if missing.isEmpty { return found }
+        let fetched = try await store.subscriptions(handles: missing)
+        state.withLock { state in
+            // A change applied meanwhile may make what was read stale: use it, do not keep it.
+            guard state.applied == applied else { return }
+            for (handle, subscription) in fetched where state.cache[handle] == nil {
+                state.cache[handle] = subscription
+                state.cacheOrder.append(handle)
+            }
+            while state.cache.count > Self.cacheLimit, state.cacheHead < state.cacheOrder.count {
+                state.cache[state.cacheOrder[state.cacheHead]] = nil
+                state.cacheHead += 1
+            }
+            if state.cacheHead > Self.cacheLimit {
+                state.cacheOrder.removeFirst(state.cacheHead)
+                state.cacheHead = 0
+            }
+        }
+        found.merge(fetched) { old, _ in old }
+        return found
     }
 }

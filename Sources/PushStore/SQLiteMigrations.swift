@@ -11,6 +11,9 @@ enum SQLiteMigrations {
         migrator.registerMigration("v2 handles never reused, change log prune watermark") { db in
             try db.execute(sql: v2)
         }
+        migrator.registerMigration("v3 ingest: checkpoints, tree journal and snapshots, notifications") { db in
+            try db.execute(sql: v3)
+        }
         return migrator
     }
 
@@ -171,5 +174,77 @@ enum SQLiteMigrations {
             pruned_through INTEGER NOT NULL CHECK (pruned_through >= 0)
         ) STRICT;
         INSERT INTO change_log_state (id, pruned_through) VALUES (1, 0);
+        """
+
+    /// Version 3: ingestion.
+    ///
+    /// - `source_checkpoint`: where each source's reading stands (watermark, offset, file).
+    /// - `tree_journal`: the accepted records that changed each application's tree since its
+    ///   snapshot (one row per application per commit, NDJSON lines); `tree_snapshot` holds
+    ///   snapshots in chunks, `tree_head` the complete one in use and the journal it covers.
+    /// - `notification`: the outbox. Each row carries what a sender needs; `claimed_until` marks
+    ///   one in flight (waiting rows only are coalesced).
+    /// - Changes of `format` and `encryption` are logged too (caches of subscriptions follow).
+    static let v3 = """
+        CREATE TABLE source_checkpoint (
+            source        TEXT    PRIMARY KEY CHECK (source <> ''),
+            last_seq      INTEGER,
+            position      INTEGER NOT NULL CHECK (position >= 0),
+            file_identity TEXT
+        ) STRICT;
+
+        CREATE TABLE tree_journal (
+            id      INTEGER PRIMARY KEY AUTOINCREMENT,
+            app     TEXT    NOT NULL CHECK (length(CAST(app AS BLOB)) BETWEEN 1 AND 128),
+            records BLOB    NOT NULL
+        ) STRICT;
+        CREATE INDEX tree_journal_by_app ON tree_journal (app, id);
+
+        CREATE TABLE tree_snapshot (
+            app        TEXT    NOT NULL,
+            generation INTEGER NOT NULL CHECK (generation > 0),
+            chunk      INTEGER NOT NULL CHECK (chunk >= 0),
+            bytes      BLOB    NOT NULL,
+            PRIMARY KEY (app, generation, chunk)
+        ) STRICT;
+
+        CREATE TABLE tree_head (
+            app             TEXT    PRIMARY KEY,
+            generation      INTEGER NOT NULL CHECK (generation > 0),
+            chunks          INTEGER NOT NULL CHECK (chunks >= 0),
+            through_journal INTEGER NOT NULL CHECK (through_journal >= 0)
+        ) STRICT;
+
+        CREATE TABLE notification (
+            id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+            app                 TEXT    NOT NULL,
+            subscription_handle INTEGER NOT NULL,
+            subscription_id     TEXT    NOT NULL,
+            kind                TEXT    NOT NULL CHECK (kind IN ('mobile', 'huawei', 'webhook')),
+            target              TEXT,
+            destination         TEXT,
+            event               TEXT    NOT NULL CHECK (event IN ('value', 'noData', 'childEvent', 'revoke')),
+            coalescable         INTEGER NOT NULL CHECK (coalescable = (event IN ('value', 'noData'))),
+            payload             BLOB    NOT NULL,
+            record_seq          INTEGER,
+            created_at          INTEGER NOT NULL,
+            next_attempt_at     INTEGER NOT NULL,
+            first_attempt_at    INTEGER,
+            attempts            INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+            claimed_until       INTEGER,
+            claimed_by          TEXT,
+            CHECK ((kind = 'webhook') = (destination IS NOT NULL)),
+            CHECK (kind = 'webhook' OR target IS NOT NULL)
+        ) STRICT;
+        CREATE INDEX notification_by_subscription ON notification (subscription_handle, id);
+        CREATE INDEX notification_due ON notification (next_attempt_at, id);
+
+        DROP TRIGGER subscription_mode_updated;
+        CREATE TRIGGER subscription_updated AFTER UPDATE OF mode, format, encryption ON subscription
+        WHEN OLD.mode IS NOT NEW.mode OR OLD.format IS NOT NEW.format OR OLD.encryption IS NOT NEW.encryption
+        BEGIN
+            INSERT INTO subscription_change (operation, handle, app, path, mode)
+            VALUES ('update', NEW.handle, NEW.app, NEW.path, NEW.mode);
+        END;
         """
 }

@@ -135,22 +135,6 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         }
     }
 
-    public func expire(now: Int64, limit: Int) async throws -> [Subscription] {
-        try await write { db in
-            let expired = try Row.fetchAll(
-                db, sql: "SELECT * FROM subscription WHERE expires_at <= ? ORDER BY expires_at, handle LIMIT ?",
-                arguments: [now, limit]
-            ).map(Self.subscription)
-            for subscription in expired {
-                try db.execute(
-                    sql: "INSERT INTO outbox (kind, reason, subscription, created_at) VALUES ('revoke', ?, ?, ?)",
-                    arguments: [RevokeReason.expired.rawValue, subscription.document.description, now])
-                try db.execute(sql: "DELETE FROM subscription WHERE handle = ?", arguments: [subscription.handle])
-            }
-            return expired
-        }
-    }
-
     public func countByKind() async throws -> [SubscriptionKind: Int] {
         try await read { db in
             var counts: [SubscriptionKind: Int] = [:]
@@ -210,20 +194,6 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         }
     }
 
-    // MARK: - Outbox
-
-    public func outbox(limit: Int) async throws -> [OutboxItem] {
-        try await read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY sequence LIMIT ?", arguments: [limit]).map { row in
-                let document: String = row["subscription"]
-                guard let reason = RevokeReason(rawValue: row["reason"]) else { throw StoreError(.corrupt("unknown revoke reason")) }
-                return OutboxItem(
-                    sequence: row["sequence"], subscription: try Subscription(document: try Self.parse(document, what: "an outbox subscription")),
-                    reason: reason, createdAt: row["created_at"])
-            }
-        }
-    }
-
     // MARK: - Service keys
 
     public func loadServiceKeys() async throws -> [JSON] {
@@ -250,7 +220,7 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
 
     // MARK: - Plumbing
 
-    private func write<T: Sendable>(subscriptionID: String? = nil, _ body: @escaping @Sendable (Database) throws -> T) async throws
+    func write<T: Sendable>(subscriptionID: String? = nil, _ body: @escaping @Sendable (Database) throws -> T) async throws
         -> T
     {
         do {
@@ -260,7 +230,7 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         }
     }
 
-    private func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         do {
             return try await pool.read(body)
         } catch {

@@ -262,8 +262,11 @@ struct SubscriptionAPITests {
             await service.timers.waitForSleepers()
             #expect(try await service.send(.GET, Self.collection, token: try service.token()).json?.arrayValue?.count == 1)
             let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
-            let outbox = try await store.outbox(limit: 10)
-            #expect(outbox.count == 1 && outbox[0].reason == .expired && outbox[0].subscription.path.string == "/p")
+            let outbox = try await store.notifications(limit: 10)
+            #expect(outbox.count == 1 && outbox[0].entry.notification == .revoke)
+            // A v2 revoke (the service's own key signs: toto's signingKey is sig-es).
+            let payload = try JSONParser.parse(outbox[0].entry.payload)
+            #expect(payload["ver"] == "v2" && payload["kid"] == nil)
         }
     }
 }

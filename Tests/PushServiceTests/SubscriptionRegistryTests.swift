@@ -50,7 +50,11 @@ struct SubscriptionRegistryTests {
         // Syncing again changes nothing; expiry goes through the log too.
         try await registry.sync()
         #expect(registry.count == 2)
-        _ = try await store.expire(now: 99_999_999_999, limit: 10)
+        var batch = CommitBatch(now: 0)
+        for subscription in try await store.dueSubscriptions(now: 99_999_999_999, limit: 10) {
+            batch.operations.append(.revoke(handle: subscription.handle!, notification: nil, condition: .expiredBy(99_999_999_999)))
+        }
+        _ = try await store.commit(batch)
         try await registry.sync()
         #expect(registry.count == 0)
         #expect(matches(registry, "/a/b").isEmpty)

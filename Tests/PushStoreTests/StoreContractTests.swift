@@ -14,7 +14,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     static let all = StoreKind.allCases
 
     /// A fresh, empty store; `reopen` gives another handle on the same data.
-    func make() throws -> (store: any SubscriptionStore & ServiceKeyStore, reopen: () throws -> any SubscriptionStore & ServiceKeyStore) {
+    func make() throws -> (store: any SubscriptionStore & ServiceKeyStore & IngestStore, reopen: () throws -> any SubscriptionStore & ServiceKeyStore & IngestStore) {
         switch self {
         case .sqlite:
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-store-\(UUID().uuidString)")
@@ -23,6 +23,14 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
             return (try SQLiteStore(path: path), { try SQLiteStore(path: path) })
         }
     }
+}
+
+/// A notification entry for a stored subscription.
+func entry(_ subscription: Subscription, _ handle: Int64, _ kind: NotificationKind, payload: String = "{}") -> OutboxEntry {
+    OutboxEntry(
+        app: subscription.app, subscriptionHandle: handle, subscriptionID: subscription.id, kind: subscription.kind,
+        target: subscription.tuple.context, destination: subscription.tuple.destination, notification: kind, payload: Array(payload.utf8),
+        recordSeq: 1)
 }
 
 func makeSubscription(
@@ -89,21 +97,31 @@ struct StoreContractTests {
         #expect(try await store.subscriptions(app: "toto", uid: "u1").isEmpty)
     }
 
-    @Test("expiry removes what is due and records a revoke with reason expired", arguments: StoreKind.all)
+    @Test("expiry: due subscriptions are listed, and removed with their revoke only if still due", arguments: StoreKind.all)
     func expiry(kind: StoreKind) async throws {
         let store = try kind.make().store
         let due = makeSubscription(path: "/due", expiresAt: 1_000)
         let dueToo = makeSubscription(path: "/due2", expiresAt: 1_500)
         let later = makeSubscription(path: "/later", expiresAt: 5_000)
-        for subscription in [due, dueToo, later] { _ = try await store.save(subscription, allowUpdate: false) }
-        #expect(try await store.expire(now: 1_500, limit: 1).map(\.id) == [due.id])
-        #expect(try await store.expire(now: 1_500, limit: 10).map(\.id) == [dueToo.id])
-        #expect(try await store.expire(now: 1_500, limit: 10).isEmpty)
-        let outbox = try await store.outbox(limit: 10)
-        #expect(outbox.map(\.subscription.id) == [due.id, dueToo.id])
-        #expect(outbox.allSatisfy { $0.reason == .expired && $0.createdAt == 1_500 })
-        #expect(outbox[0].subscription.tuple == due.tuple && outbox[0].subscription.mode == due.mode)
-        #expect(try await store.subscriptions(app: "toto", uid: "u1").map(\.id) == [later.id])
+        var handles: [String: Int64] = [:]
+        for subscription in [due, dueToo, later] {
+            if case .created(let created) = try await store.save(subscription, allowUpdate: false) { handles[created.id] = created.handle }
+        }
+        #expect(try await store.dueSubscriptions(now: 1_500, limit: 1).map(\.id) == [due.id])
+        #expect(try await store.dueSubscriptions(now: 1_500, limit: 10).map(\.id) == [due.id, dueToo.id])
+        // dueToo is refreshed before the sweep commits: it stays, and gets no revoke.
+        var refreshed = dueToo
+        refreshed.expiresAt = 9_000
+        _ = try await store.save(refreshed, allowUpdate: true)
+        var batch = CommitBatch(now: 1_500_000)
+        for subscription in [due, dueToo] {
+            batch.operations.append(
+                .revoke(handle: handles[subscription.id]!, notification: entry(subscription, handles[subscription.id]!, .revoke), condition: .expiredBy(1_500)))
+        }
+        let result = try await store.commit(batch)
+        #expect(result.revoked == [handles[due.id]!] && result.queued == 1)
+        #expect(try await store.notifications(limit: 10).map(\.entry.subscriptionID) == [due.id])
+        #expect(try await store.subscriptions(app: "toto", uid: "u1").map(\.id).sorted() == [dueToo.id, later.id].sorted())
     }
 
     @Test("every committed change is logged in order, with what the index needs", arguments: StoreKind.all)
@@ -201,7 +219,11 @@ struct StoreContractTests {
         _ = try await store.remove(app: "toto", uid: "u1", id: a.id)
         let again = try reopen()
         _ = try await create("/a", on: again)  // the same tuple as a, recreated: a new handle
-        _ = try await again.expire(now: 3_000_000_000, limit: 100)
+        for subscription in try await again.subscriptions(app: "toto", uid: "u1") {
+            var batch = CommitBatch(now: 0)
+            batch.operations.append(.revoke(handle: subscription.handle!, notification: nil, condition: .exists))
+            _ = try await again.commit(batch)
+        }
         _ = try await create("/d", on: again)
     }
 

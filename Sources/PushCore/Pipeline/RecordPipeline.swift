@@ -45,7 +45,8 @@ public struct RecordPipeline: Sendable {
     }
 
     /// Parses and applies one line from `source`. Throws only when the directory cannot be
-    /// read (the caller retries); a bad line is an outcome, not an error.
+    /// read; then nothing changed, and the caller may process the line again. A bad line is an
+    /// outcome, not an error.
     public mutating func process(
         _ line: [UInt8], source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
     ) async throws -> Outcome {
@@ -71,7 +72,9 @@ public struct RecordPipeline: Sendable {
         var notices: [Notice] = []
         switch record.operation {
         case .write(let write):
-            let (changed, events) = processor.apply(write, app: record.app, lookup: lookup, settings: settings(record.app))
+            // Nothing changes until the directory answered: if it throws, the record can be
+            // processed again as if for the first time.
+            let (after, changed, events) = processor.effects(of: write, app: record.app, lookup: lookup, settings: settings(record.app))
             changedTree = changed
             if !events.isEmpty {
                 let stored = try await directory.subscriptions(handles: events.map(\.0.handle))
@@ -82,6 +85,7 @@ public struct RecordPipeline: Sendable {
                 let revoked = events.filter { if case .revoke = $0.1.body { return true } else { return false } }.map(\.0)
                 if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
             }
+            if changed { processor.setTree(after, app: record.app) }
         case .revoke(let path, let uid, let reason):
             let candidates = lookup.under(app: record.app, path: path ?? .root)
             if !candidates.isEmpty {

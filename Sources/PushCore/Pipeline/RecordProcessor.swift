@@ -21,21 +21,16 @@ public struct RecordProcessor: Sendable {
         self.trees = trees
     }
 
-    /// Applies a write to its application's tree; returns whether the tree changed and, for
-    /// each concerned subscription whose value changed, its event: a data event, or a `too_big`
-    /// revocation when the new value weighs more than `maxWeight`. A patch is one write: a
-    /// subscriber gets at most one event for it.
-    public mutating func apply(_ write: TreeWrite, app: String, lookup: some SubscriptionLookup, settings: PipelineSettings)
-        -> (changed: Bool, events: [(IndexMatch, Event)])
+    /// What a write does, without doing it: its application's tree after the write, whether it
+    /// changed, and, for each concerned subscription whose value changed, its event: a data
+    /// event, or a `too_big` revocation when the new value weighs more than `maxWeight`. A patch
+    /// is one write: a subscriber gets at most one event for it. ``setTree(_:app:)`` makes it so.
+    public func effects(of write: TreeWrite, app: String, lookup: some SubscriptionLookup, settings: PipelineSettings)
+        -> (after: DataTree, changed: Bool, events: [(IndexMatch, Event)])
     {
         let before = trees[app] ?? DataTree()
         let after = before.applying(write)
-        if before == after { return (false, []) }
-        if after.root == nil {
-            trees[app] = nil
-        } else {
-            trees[app] = after
-        }
+        if before == after { return (before, false, []) }
         var events: [(IndexMatch, Event)] = []
         for match in lookup.concerned(app: app, path: write.path) {
             let old = before.value(at: match.path)
@@ -49,10 +44,10 @@ public struct RecordProcessor: Sendable {
                 events.append((match, event))
             }
         }
-        return (true, events)
+        return (after, true, events)
     }
 
-    /// Replaces an application's tree (when resuming from a snapshot).
+    /// Replaces an application's tree (after a write, or when resuming from a snapshot).
     public mutating func setTree(_ tree: DataTree, app: String) {
         trees[app] = tree.root == nil ? nil : tree
     }

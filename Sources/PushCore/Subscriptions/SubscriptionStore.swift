@@ -49,8 +49,8 @@ public struct IndexRecord: Sendable, Equatable {
     }
 }
 
-/// A notification waiting for delivery that no longer has a subscription row (a revocation):
-/// the subscription as it was, and what to tell it.
+/// A revocation waiting for delivery as version 1 stores kept it (before notifications carried
+/// their payloads): the subscription as it was, and what to tell it.
 public struct OutboxItem: Sendable, Equatable {
     public let sequence: Int64
     public let subscription: Subscription
@@ -83,15 +83,14 @@ public protocol SubscriptionStore: Sendable {
 
     func subscription(id: String) async throws -> Subscription?
 
+    /// Subscriptions by handle (those that still exist).
+    func subscriptions(handles: [Int64]) async throws -> [Int64: Subscription]
+
     /// Removes a subscription; returns it, or `nil` when there was none.
     func remove(app: String, uid: String, id: String) async throws -> Subscription?
 
     /// Sets a subscription's expiration; returns it updated, or `nil` when there was none.
     func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64) async throws -> Subscription?
-
-    /// Removes up to `limit` subscriptions whose expiration is at or before `now`, and in the
-    /// same transaction records a `revoke` with reason `expired` for each in the outbox.
-    func expire(now: Int64, limit: Int) async throws -> [Subscription]
 
     /// Index records in handle order after `handle`, at most `limit`: to load the index.
     func indexRecords(after handle: Int64, limit: Int) async throws -> [IndexRecord]
@@ -107,9 +106,6 @@ public protocol SubscriptionStore: Sendable {
     /// Forgets changes up to and including `sequence`, and remembers that it did (so that a
     /// reader behind it learns of the gap rather than skipping changes).
     func pruneChanges(through sequence: Int64) async throws
-
-    /// Outbox items in order, at most `limit`.
-    func outbox(limit: Int) async throws -> [OutboxItem]
 
     /// Number of subscriptions per kind.
     func countByKind() async throws -> [SubscriptionKind: Int]

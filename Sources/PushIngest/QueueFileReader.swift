@@ -1,0 +1,235 @@
+import PushCore
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Reads the lines a database appends to a queue file (SPEC §4 "Queue file"), following the
+/// file as it grows, is rotated or is truncated.
+///
+/// - A partial last line waits until its newline arrives.
+/// - Rotation (the path renamed and a new file created there): the old file is read to its end
+///   first. A writer may still append to the renamed file for a moment, so it is left only once
+///   it has stopped growing for ``rotationGrace`` reads; a partial last line in it is then a
+///   line of its own.
+/// - Truncation in place (copy-truncate): reading starts again at the beginning.
+/// - Resuming: a checkpoint names the file (`device:inode`) and the offset. The file at the path
+///   is resumed at that offset when it is the same file; when the path now holds another file,
+///   the checkpointed one is looked for beside it (rotated away), finished, and the new one
+///   read from its start.
+///
+/// Synchronous and without timers: ``QueueFileSource`` calls ``read()`` in a loop and sleeps
+/// when it returns nothing.
+public struct QueueFileReader {
+    public struct Line: Sendable, Equatable {
+        public var bytes: [UInt8]
+        /// Offset of the line's first byte.
+        public var position: Int64
+        /// Offset after the line (and its newline).
+        public var end: Int64
+        public var fileIdentity: String
+        /// The line was longer than the limit: its length (``bytes`` holds its beginning).
+        public var overflow: Int?
+    }
+
+    /// Something worth a log line: a rotation, a truncation, a checkpointed file not found.
+    public enum Event: Sendable, Equatable {
+        case opened(identity: String, offset: Int64)
+        case rotated(from: String, to: String)
+        case truncated(identity: String, at: Int64)
+        case checkpointedFileGone(identity: String)
+    }
+
+    public let path: String
+    public let maxLineBytes: Int
+    /// Reads without growth after which a rotated-away file is left.
+    public let rotationGrace: Int
+
+    private var descriptor: Int32 = -1
+    private var identity = ""
+    /// Offset of the next byte to read from `descriptor`.
+    private var offset: Int64 = 0
+    /// Bytes of the current (partial) line; they start at `offset - pending.count`.
+    private var pending: [UInt8] = []
+    /// The current line is too long: its length so far (its first bytes are in `pending`).
+    private var overflowLength: Int?
+    /// The path now holds another file: reads of the current one that found nothing new.
+    private var quietReads = 0
+    /// A file to read after the current one is finished (resuming from a rotated checkpoint).
+    private var resumeNextAtStart = false
+    public private(set) var events: [Event] = []
+
+    /// Starts reading `path`, resuming after `checkpoint` (identity and offset) when given.
+    public init(path: String, checkpoint: (identity: String, offset: Int64)? = nil, maxLineBytes: Int = 16 << 20, rotationGrace: Int = 20) {
+        self.path = path
+        self.maxLineBytes = maxLineBytes
+        self.rotationGrace = rotationGrace
+        if let checkpoint {
+            if let current = Self.identity(ofPath: path), current == checkpoint.identity {
+                open(path, identity: current, at: checkpoint.offset)
+            } else if let rotated = Self.find(identity: checkpoint.identity, near: path) {
+                open(rotated, identity: checkpoint.identity, at: checkpoint.offset)
+                resumeNextAtStart = true
+            } else {
+                events.append(.checkpointedFileGone(identity: checkpoint.identity))
+            }
+        }
+    }
+
+    /// Takes the events noted since the last call.
+    public mutating func takeEvents() -> [Event] {
+        defer { events = [] }
+        return events
+    }
+
+    /// The complete lines available now (at most about `budget` bytes of them); empty when there
+    /// is nothing new.
+    public mutating func read(budget: Int = 4 << 20) throws -> [Line] {
+        if descriptor < 0 {
+            guard let identity = Self.identity(ofPath: path) else { return [] }  // not there yet
+            open(path, identity: identity, at: 0)
+            guard descriptor >= 0 else { return [] }
+        }
+        var lines: [Line] = []
+        var chunk = [UInt8](repeating: 0, count: 1 << 16)
+        var readBytes = 0
+        var sawData = false
+        // Truncated in place: start again at the beginning.
+        var status = stat()
+        if fstat(descriptor, &status) == 0, Int64(status.st_size) < offset {
+            if !pending.isEmpty || overflowLength != nil { lines.append(flushPending()) }
+            events.append(.truncated(identity: identity, at: offset))
+            offset = 0
+            pending = []
+            overflowLength = nil
+            lseek(descriptor, 0, SEEK_SET)
+        }
+        while readBytes < budget {
+            let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw IngestError("cannot read the queue file \(path): \(String(cString: strerror(errno)))")
+            }
+            if count == 0 { break }
+            sawData = true
+            readBytes += count
+            split(chunk[0..<count], into: &lines)
+        }
+        if sawData {
+            quietReads = 0
+            return lines
+        }
+        // At the end of the file: has the path moved on to another file?
+        let current = Self.identity(ofPath: path)
+        if current != identity || resumeNextAtStart {
+            quietReads += 1
+            if quietReads >= rotationGrace || resumeNextAtStart {
+                if !pending.isEmpty || overflowLength != nil { lines.append(flushPending()) }
+                let old = identity
+                Glibc.close(descriptor)
+                descriptor = -1
+                resumeNextAtStart = false
+                quietReads = 0
+                if let current {
+                    open(path, identity: current, at: 0)
+                    events.append(.rotated(from: old, to: current))
+                }
+            }
+        }
+        return lines
+    }
+
+    /// Where a restart would resume: the file and the offset after the last complete line.
+    public var checkpoint: (identity: String, offset: Int64)? {
+        descriptor < 0 ? nil : (identity, offset - Int64(pending.count) - Int64(overflowLength.map { $0 - pending.count } ?? 0))
+    }
+
+    public mutating func close() {
+        if descriptor >= 0 { Glibc.close(descriptor) }
+        descriptor = -1
+    }
+
+    // MARK: - Helpers
+
+    private mutating func split(_ bytes: ArraySlice<UInt8>, into lines: inout [Line]) {
+        var start = bytes.startIndex
+        while let newline = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) {
+            append(bytes[start..<newline])
+            offset += Int64(newline - start + 1)
+            let length = overflowLength ?? pending.count
+            let end = offset
+            let position = end - Int64(length) - 1
+            lines.append(Line(bytes: pending, position: position, end: end, fileIdentity: identity, overflow: overflowLength))
+            pending = []
+            overflowLength = nil
+            start = newline + 1
+        }
+        append(bytes[start...])
+        offset += Int64(bytes.endIndex - start)
+    }
+
+    /// Adds bytes to the current line, keeping at most `maxLineBytes` of it.
+    private mutating func append(_ bytes: ArraySlice<UInt8>) {
+        if let length = overflowLength {
+            overflowLength = length + bytes.count
+            return
+        }
+        if pending.count + bytes.count > maxLineBytes {
+            let room = maxLineBytes - pending.count
+            overflowLength = pending.count + bytes.count
+            pending += bytes.prefix(max(0, min(room, 64 << 10)))
+            if pending.count > 64 << 10 { pending = Array(pending.prefix(64 << 10)) }
+            return
+        }
+        pending += bytes
+    }
+
+    /// The partial line, as a line of its own (its file ended without a newline).
+    private mutating func flushPending() -> Line {
+        let length = overflowLength ?? pending.count
+        let line = Line(bytes: pending, position: offset - Int64(length), end: offset, fileIdentity: identity, overflow: overflowLength)
+        pending = []
+        overflowLength = nil
+        return line
+    }
+
+    private mutating func open(_ file: String, identity: String, at start: Int64) {
+        let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return }
+        var status = stat()
+        fstat(fd, &status)
+        // A checkpoint beyond the end: the file was truncated meanwhile; start again.
+        let position = start <= Int64(status.st_size) ? start : 0
+        lseek(fd, off_t(position), SEEK_SET)
+        descriptor = fd
+        self.identity = identity
+        offset = position
+        pending = []
+        overflowLength = nil
+        events.append(.opened(identity: identity, offset: position))
+    }
+
+    /// `device:inode` of the file at `path`, or `nil` when there is none.
+    public static func identity(ofPath path: String) -> String? {
+        var status = stat()
+        guard stat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else { return nil }
+        return "\(status.st_dev):\(status.st_ino)"
+    }
+
+    /// A file with this identity in the folder of `path` (where rotation leaves files).
+    static func find(identity: String, near path: String) -> String? {
+        let folder = path.split(separator: "/", omittingEmptySubsequences: false).dropLast().joined(separator: "/")
+        let directory = folder.isEmpty ? "." : folder
+        guard let handle = opendir(directory) else { return nil }
+        defer { closedir(handle) }
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix(while: { $0 != 0 }), as: UTF8.self)
+            }
+            if name == "." || name == ".." { continue }
+            let candidate = directory + "/" + name
+            if Self.identity(ofPath: candidate) == identity { return candidate }
+        }
+        return nil
+    }
+}

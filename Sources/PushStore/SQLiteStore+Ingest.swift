@@ -1,0 +1,218 @@
+import Foundation
+import GRDB
+import PushCore
+
+extension SQLiteStore: IngestStore {
+    /// Snapshot chunks: a large tree is written over several short transactions.
+    static let snapshotChunkBytes = 4 << 20
+
+    public func commit(_ batch: CommitBatch) async throws -> CommitResult {
+        try await write { db in
+            var result = CommitResult()
+            let coalesce = try db.cachedStatement(
+                sql: "DELETE FROM notification WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL")
+            let insertIfSubscribed = try db.cachedStatement(
+                sql: """
+                    INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                              payload, record_seq, created_at, next_attempt_at)
+                    SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM subscription WHERE handle = ?)
+                    """)
+            let insert = try db.cachedStatement(
+                sql: """
+                    INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                              payload, record_seq, created_at, next_attempt_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            func arguments(_ entry: OutboxEntry) -> StatementArguments {
+                [
+                    entry.app, entry.subscriptionHandle, entry.subscriptionID, entry.kind.rawValue, entry.target, entry.destination,
+                    entry.notification.rawValue, entry.notification.coalesces, Data(entry.payload), entry.recordSeq, batch.now, batch.now,
+                ]
+            }
+            for operation in batch.operations {
+                switch operation {
+                case .notify(let entry):
+                    if entry.notification.coalesces {
+                        try coalesce.execute(arguments: [entry.subscriptionHandle])
+                        result.coalesced += db.changesCount
+                    }
+                    try insertIfSubscribed.execute(arguments: arguments(entry) + [entry.subscriptionHandle])
+                    result.queued += db.changesCount
+                case .revoke(let handle, let entry, let condition):
+                    switch condition {
+                    case .exists:
+                        try db.execute(sql: "DELETE FROM subscription WHERE handle = ?", arguments: [handle])
+                    case .expiredBy(let now):
+                        try db.execute(sql: "DELETE FROM subscription WHERE handle = ? AND expires_at <= ?", arguments: [handle, now])
+                    case .alreadyRemoved:
+                        break
+                    }
+                    guard condition == .alreadyRemoved || db.changesCount > 0 else { continue }
+                    if condition != .alreadyRemoved { result.revoked.append(handle) }
+                    try coalesce.execute(arguments: [handle])
+                    result.coalesced += db.changesCount
+                    if let entry {
+                        try insert.execute(arguments: arguments(entry))
+                        result.queued += 1
+                    }
+                }
+            }
+            for app in batch.journal.keys.sorted() {
+                try db.execute(sql: "INSERT INTO tree_journal (app, records) VALUES (?, ?)", arguments: [app, Data(batch.journal[app]!)])
+                result.journalIDs[app] = db.lastInsertedRowID
+            }
+            for checkpoint in batch.checkpoints {
+                try db.execute(
+                    sql: """
+                        INSERT INTO source_checkpoint (source, last_seq, position, file_identity) VALUES (?, ?, ?, ?)
+                        ON CONFLICT (source) DO UPDATE SET last_seq = excluded.last_seq, position = excluded.position,
+                                                           file_identity = excluded.file_identity
+                        """,
+                    arguments: [checkpoint.source, checkpoint.lastSeq, checkpoint.position, checkpoint.fileIdentity])
+            }
+            for sequence in batch.legacyProcessed {
+                try db.execute(sql: "DELETE FROM outbox WHERE sequence = ?", arguments: [sequence])
+            }
+            return result
+        }
+    }
+
+    public func checkpoints() async throws -> [SourceCheckpoint] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM source_checkpoint ORDER BY source").map { row in
+                SourceCheckpoint(
+                    source: row["source"], lastSeq: row["last_seq"], position: row["position"], fileIdentity: row["file_identity"])
+            }
+        }
+    }
+
+    public func treeApplications() async throws -> [String] {
+        try await read { db in
+            try String.fetchAll(db, sql: "SELECT app FROM tree_head UNION SELECT DISTINCT app FROM tree_journal ORDER BY 1")
+        }
+    }
+
+    public func tree(app: String) async throws -> StoredTree {
+        try await read { db in
+            var snapshot: [UInt8]?
+            var through: Int64 = 0
+            if let head = try Row.fetchOne(db, sql: "SELECT * FROM tree_head WHERE app = ?", arguments: [app]) {
+                let generation: Int64 = head["generation"]
+                let chunks: Int = head["chunks"]
+                through = head["through_journal"]
+                var bytes: [UInt8] = []
+                let rows = try Row.fetchAll(
+                    db, sql: "SELECT chunk, bytes FROM tree_snapshot WHERE app = ? AND generation = ? ORDER BY chunk",
+                    arguments: [app, generation])
+                guard rows.count == chunks, rows.enumerated().allSatisfy({ $0.offset == $0.element["chunk"] as Int }) else {
+                    throw StoreError(.corrupt("the snapshot of \(app) has \(rows.count) of its \(chunks) chunks"))
+                }
+                for row in rows {
+                    let chunk: [UInt8] = [UInt8](row["bytes"] as Data)
+                    bytes += chunk
+                }
+                snapshot = bytes
+            }
+            let journal = try Row.fetchAll(
+                db, sql: "SELECT id, records FROM tree_journal WHERE app = ? AND id > ? ORDER BY id", arguments: [app, through]
+            ).map { row in (id: row["id"] as Int64, lines: [UInt8](row["records"] as Data)) }
+            return StoredTree(snapshot: snapshot, snapshotThrough: through, journal: journal)
+        }
+    }
+
+    public func saveSnapshot(app: String, tree: [UInt8], through: Int64) async throws {
+        let generation = try await read { db in
+            (try Int64.fetchOne(db, sql: "SELECT generation FROM tree_head WHERE app = ?", arguments: [app]) ?? 0) + 1
+        }
+        var chunks = 0
+        var offset = 0
+        repeat {
+            let end = min(tree.count, offset + Self.snapshotChunkBytes)
+            let chunk = Array(tree[offset..<end])
+            let index = chunks
+            try await write { db in
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO tree_snapshot (app, generation, chunk, bytes) VALUES (?, ?, ?, ?)",
+                    arguments: [app, generation, index, Data(chunk)])
+            }
+            chunks += 1
+            offset = end
+        } while offset < tree.count
+        let count = chunks
+        try await write { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO tree_head (app, generation, chunks, through_journal) VALUES (?, ?, ?, ?)
+                    ON CONFLICT (app) DO UPDATE SET generation = excluded.generation, chunks = excluded.chunks,
+                                                    through_journal = excluded.through_journal
+                    """,
+                arguments: [app, generation, count, through])
+            try db.execute(
+                sql: "DELETE FROM tree_snapshot WHERE app = ? AND (generation <> ? OR chunk >= ?)", arguments: [app, generation, count])
+            try db.execute(sql: "DELETE FROM tree_journal WHERE app = ? AND id <= ?", arguments: [app, through])
+        }
+    }
+
+    public func dueSubscriptions(now: Int64, limit: Int) async throws -> [Subscription] {
+        try await read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT * FROM subscription WHERE expires_at <= ? ORDER BY expires_at, handle LIMIT ?", arguments: [now, limit]
+            ).map(Self.subscription)
+        }
+    }
+
+    public func subscriptions(handles: [Int64]) async throws -> [Int64: Subscription] {
+        if handles.isEmpty { return [:] }
+        return try await read { db in
+            var found: [Int64: Subscription] = [:]
+            var start = 0
+            while start < handles.count {
+                let slice = Array(handles[start..<min(handles.count, start + 500)])
+                let marks = Array(repeating: "?", count: slice.count).joined(separator: ",")
+                for row in try Row.fetchAll(db, sql: "SELECT * FROM subscription WHERE handle IN (\(marks))", arguments: StatementArguments(slice)) {
+                    let subscription = try Self.subscription(row)
+                    found[subscription.handle!] = subscription
+                }
+                start += slice.count
+            }
+            return found
+        }
+    }
+
+    public func legacyRevocations(limit: Int) async throws -> [OutboxItem] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY sequence LIMIT ?", arguments: [limit]).map { row in
+                let document: String = row["subscription"]
+                guard let reason = RevokeReason(rawValue: row["reason"]) else { throw StoreError(.corrupt("unknown revoke reason")) }
+                return OutboxItem(
+                    sequence: row["sequence"], subscription: try Subscription(document: try Self.parse(document, what: "an outbox subscription")),
+                    reason: reason, createdAt: row["created_at"])
+            }
+        }
+    }
+
+    public func notifications(limit: Int) async throws -> [StoredNotification] {
+        try await read { db in
+            try Row.fetchAll(db, sql: "SELECT * FROM notification ORDER BY id LIMIT ?", arguments: [limit]).map(Self.notification)
+        }
+    }
+
+    public func outboxDepth() async throws -> (count: Int, oldest: Int64?) {
+        try await read { db in
+            let row = try Row.fetchOne(db, sql: "SELECT count(*) AS n, min(created_at) AS oldest FROM notification")
+            return (row?["n"] ?? 0, row?["oldest"])
+        }
+    }
+
+    static func notification(_ row: Row) throws -> StoredNotification {
+        guard let kind = SubscriptionKind(rawValue: row["kind"]), let event = NotificationKind(rawValue: row["event"]) else {
+            throw StoreError(.corrupt("a notification row has an unknown kind or event"))
+        }
+        let entry = OutboxEntry(
+            app: row["app"], subscriptionHandle: row["subscription_handle"], subscriptionID: row["subscription_id"], kind: kind,
+            target: row["target"], destination: row["destination"], notification: event, payload: [UInt8](row["payload"] as Data),
+            recordSeq: row["record_seq"])
+        return StoredNotification(
+            id: row["id"], entry: entry, createdAt: row["created_at"], nextAttemptAt: row["next_attempt_at"], attempts: row["attempts"])
+    }
+}
