@@ -6,6 +6,10 @@ import NIOHTTP1
 import NIOHTTPTypes
 import PushCore
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 /// Limits on a client's connection, so that an idle or slow client cannot hold one forever.
 public struct ConnectionLimits: Sendable {
     /// A request's head must arrive complete within this time, counted from the connection's
@@ -48,6 +52,8 @@ final class HTTPGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     private var inFlight = false
     /// The connection is being closed by this handler; nothing more is written.
     private var closing = false
+    /// The last error of the HTTP/1 codec: what an answer to it names.
+    private var lastParserError: HTTPParserError?
     private var deadline: Scheduled<Void>?
 
     init(limits: ConnectionLimits) {
@@ -75,32 +81,72 @@ final class HTTPGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .head = unwrapInboundIn(data) {
+        guard !closing else { return }
+        if case .head(let head) = unwrapInboundIn(data) {
+            if head.method == .connect {
+                // After a CONNECT head the codec takes the rest for a tunnel's bytes and answers
+                // carry no body: no HTTP exchange can follow, so the connection is closed.
+                closing = true
+                context.close(promise: nil)
+                return
+            }
             inFlight = true
             schedule(context, after: limits.requestTimeout) { handler, context in
                 // The response may be under way: close rather than write a second one.
                 handler.closing = true
-                context.close(promise: nil)
+                Self.abort(context)
             }
         }
         context.fireChannelRead(data)
     }
 
     func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
-        if case .end = unwrapOutboundIn(data) {
+        switch unwrapOutboundIn(data) {
+        case .head(let head) where Self.isBareParseErrorAnswer(head):
+            // Hummingbird's own answer to a request it could not parse (an empty 400): give it
+            // the JSON body of SPEC §5, naming what was wrong.
+            let (status, code, message) = Self.describe(lastParserError ?? .unknown, limits: limits)
+            let body = Self.errorBody(code: code, message: message)
+            let rewritten = HTTPResponse(
+                status: status, headerFields: [.contentType: "application/json", .contentLength: "\(body.count)", .connection: "close"])
+            context.write(wrapOutboundOut(.head(rewritten)), promise: nil)
+            context.write(wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: body))), promise: promise)
+            closing = true
+            return
+        case .end:
             inFlight = false
-            waitForHead(context)
+            if !closing { waitForHead(context) }
+        default:
+            break
         }
         context.write(data, promise: promise)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        if let error = error as? HTTPParserError, !inFlight, !closing {
-            let (status, code, message) = Self.describe(error, limits: limits)
-            respondAndClose(context, status: status, code: code, message: message)
-            return
+        if let error = error as? HTTPParserError {
+            lastParserError = error
+            if !inFlight && !closing {
+                let (status, code, message) = Self.describe(error, limits: limits)
+                respondAndClose(context, status: status, code: code, message: message)
+                return
+            }
         }
         context.fireErrorCaught(error)
+    }
+
+    /// The answer Hummingbird writes itself when the codec fails: 400, no body, connection closed.
+    static func isBareParseErrorAnswer(_ head: HTTPResponse) -> Bool {
+        head.status == .badRequest && head.headerFields[.contentLength] == "0" && head.headerFields[.connection] == "close"
+    }
+
+    static func errorBody(code: String, message: String) -> [UInt8] {
+        var body = JSONWriter(capacity: 128)
+        body.raw("{\"error\":")
+        body.writeString(code)
+        body.raw(",\"message\":")
+        body.writeString(message)
+        body.raw("}")
+        return body.bytes
     }
 
     // MARK: - Helpers
@@ -125,24 +171,41 @@ final class HTTPGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         }
     }
 
+    /// Answers with a JSON error and closes: once the answer is flushed, or after a second in
+    /// any case (a client that does not read would otherwise keep the flush, and the
+    /// connection, pending for ever).
     private func respondAndClose(_ context: ChannelHandlerContext, status: HTTPResponse.Status, code: String, message: String) {
         guard !closing else { return }
         closing = true
-        deadline?.cancel()
-        deadline = nil
-        var body = JSONWriter(capacity: 128)
-        body.raw("{\"error\":")
-        body.writeString(code)
-        body.raw(",\"message\":")
-        body.writeString(message)
-        body.raw("}")
-        let bytes = body.bytes
+        let bytes = Self.errorBody(code: code, message: message)
         let head = HTTPResponse(
             status: status,
             headerFields: [.contentType: "application/json", .contentLength: "\(bytes.count)", .connection: "close"])
         context.write(wrapOutboundOut(.head(head)), promise: nil)
         context.write(wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: bytes))), promise: nil)
-        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+        // A client with answers piling up unread gets a reset, not a graceful close after which
+        // the kernel would go on trickling those answers to it.
+        let backlog = inFlight || !context.channel.isWritable
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { result in
+            if backlog || (try? result.get()) == nil {
+                Self.abort(loopBound.value)
+            } else {
+                loopBound.value.close(promise: nil)
+            }
+        }
+        schedule(context, after: .seconds(1)) { _, context in Self.abort(context) }
+    }
+
+    /// Closes at once, discarding what the kernel still holds for the client (a reset): a
+    /// client that does not read would otherwise keep megabytes of answers queued for minutes.
+    static func abort(_ context: ChannelHandlerContext) {
+        let channel = context.channel
+        guard let provider = channel as? any SocketOptionProvider else {
+            channel.close(promise: nil)
+            return
+        }
+        provider.setSoLinger(linger(l_onoff: 1, l_linger: 0)).whenComplete { _ in channel.close(promise: nil) }
     }
 
     static func describe(_ error: HTTPParserError, limits: ConnectionLimits) -> (HTTPResponse.Status, String, String) {

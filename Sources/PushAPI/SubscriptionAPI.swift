@@ -189,7 +189,7 @@ public struct SubscriptionAPI: Sendable {
     func authorize(_ request: Request, _ context: BasicRequestContext) async throws -> (APIApplication, String) {
         let app = try parameter("app", context)
         let uid = try parameter("uid", context)
-        guard let application = applications[app] else {
+        guard let application = applications[app], utf8Equal(application.id, app) else {
             throw APIError.notFound("no application \(quotedText(app)) is configured")
         }
         if uid.isEmpty || uid.utf8.count > 256 || uid.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
@@ -211,7 +211,9 @@ public struct SubscriptionAPI: Sendable {
         } catch {
             throw APIError.unauthorized(error.description, invalidToken: true)
         }
-        guard subject == uid else {
+        // Byte equality: Swift's String == equates canonically equivalent texts ("K" and the
+        // Kelvin sign), and the store does not.
+        guard utf8Equal(subject, uid) else {
             throw APIError.forbidden("the token is for user \(quotedText(subject)), not \(quotedText(uid))")
         }
         return (application, uid)

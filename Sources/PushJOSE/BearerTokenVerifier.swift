@@ -14,7 +14,8 @@ public struct BearerTokenVerifier: Sendable {
     public let keys: KeyRing
     public let issuer: String?
     public let audience: String?
-    /// Seconds of tolerance on `exp` and `nbf`.
+    /// Seconds of tolerance on `exp` (a token expired this long ago still passes). `nbf` is
+    /// checked without tolerance (SPEC §11.10).
     public let leeway: Int64
 
     public init(keys: KeyRing, issuer: String? = nil, audience: String? = nil, leeway: Int64 = 60) {
@@ -70,7 +71,8 @@ public struct BearerTokenVerifier: Sendable {
         if now > expires.saturatingAdding(leeway) { throw Failure("the token expired at \(expires) (now \(now))") }
         if let nbf = claims[Key("nbf")] {
             guard let notBefore = nbf.secondsClaim else { throw Failure("nbf is not a number of seconds") }
-            if now.saturatingAdding(leeway) < notBefore { throw Failure("the token is not valid before \(notBefore) (now \(now))") }
+            // SPEC §11.10: a token whose nbf is in the future is refused (the leeway is for exp).
+            if now < notBefore { throw Failure("the token is not valid before \(notBefore) (now \(now))") }
         }
         if let issuer {
             guard claims[Key("iss")]?.stringValue == issuer else { throw Failure("the token's iss is not \(quote(issuer))") }

@@ -158,6 +158,11 @@ public struct JWK: Sendable {
             material = .ed25519(public: publicKey, private: privateKey)
         case "RSA":
             let n = try bytes("n")!, e = try bytes("e")!
+            // RFC 7518 §6.3.1: the minimum number of octets. A leading zero would give the same
+            // key another thumbprint (and another identity when keys are compared).
+            guard n.first != 0, e.first != 0, !n.isEmpty, !e.isEmpty else {
+                throw .invalidKey("\(name): n and e are written with the minimum number of octets (no leading zero)")
+            }
             let publicKey: _RSA.Encryption.PublicKey
             let signingPublicKey: _RSA.Signing.PublicKey
             do {

@@ -15,7 +15,8 @@ public struct PayloadDecoder: Sendable {
     public func decode(_ line: [UInt8]) throws -> [UInt8] {
         let json: JSON
         do {
-            json = try JSONParser.parse(line)
+            // A repeated field would be read differently by a reader that keeps the first one.
+            json = try JSONParser.parseRejectingDuplicateKeys(line)
         } catch {
             throw RequestError("the payload is not JSON: \(error)")
         }
@@ -125,7 +126,7 @@ public struct PayloadDecoder: Sendable {
     static func checkEvent(_ bytes: [UInt8]) throws(JOSEError) {
         let event: JSON
         do {
-            event = try JSONParser.parse(bytes)
+            event = try JSONParser.parseRejectingDuplicateKeys(bytes)
         } catch {
             throw JOSEError.malformed("the event is not JSON: \(error)")
         }

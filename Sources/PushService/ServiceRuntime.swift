@@ -141,8 +141,13 @@ public struct ServiceRuntime: Sendable {
     }
 
     static func keyRing(_ file: String, key: String) throws -> KeyRing {
-        guard let data = FileManager.default.contents(atPath: file) else {
+        guard let handle = FileHandle(forReadingAtPath: file) else {
             throw ConfigurationError("\(key): cannot read the JWK Set \(file)")
+        }
+        defer { try? handle.close() }
+        let data = (try? handle.read(upToCount: (1 << 20) + 1)) ?? Data()
+        guard data.count <= 1 << 20 else {
+            throw ConfigurationError("\(key): the JWK Set \(file) is larger than 1 MiB")
         }
         do {
             return try KeyRing(jwkSetText: [UInt8](data))

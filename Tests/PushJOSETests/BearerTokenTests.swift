@@ -57,7 +57,9 @@ struct BearerTokenTests {
         ([("sub", "u1")], "the token has no exp claim"),
         ([("sub", "u1"), ("exp", "soon")], "exp is not a number"),
         ([("sub", "u1"), ("exp", .int(1_800_000_060)), ("nbf", .int(1_800_000_100))], "not valid before"),
-        ([("sub", "u1"), ("exp", .int(1_800_000_060)), ("nbf", .int(1_800_000_050))], "u1"),
+        ([("sub", "u1"), ("exp", .int(1_800_000_060)), ("nbf", .int(1_800_000_001))], "not valid before"),  // no leeway on nbf
+        ([("sub", "u1"), ("exp", .int(1_800_000_060)), ("nbf", .int(1_800_000_000))], "u1"),
+        ([("sub", "u1"), ("exp", .int(1_800_000_060)), ("nbf", .int(1_799_999_990))], "u1"),
         ([("sub", ""), ("exp", .int(1_800_000_060))], "no subject"),
         ([("exp", .int(1_800_000_060))], "no subject"),
         // Numbers at the limits: checked without trapping (a trap here killed the server).

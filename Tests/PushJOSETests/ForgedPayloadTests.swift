@@ -136,4 +136,21 @@ struct ForgedPayloadTests {
             #expect(String(describing: error) == "unsupported algorithm \"RS256\"")
         }
     }
+
+    @Test("a payload that repeats a field is refused: readers would disagree on which one counts")
+    func repeatedFields() throws {
+        let token = String(decoding: try JWSSigner(key: try Fixtures.key("sig-es")).sign(bytes(Self.event)), as: UTF8.self)
+        let text = #"{"srv":"webcom","evt":"garbage","ver":"v1","evt":"\#(token)","ver":"v2"}"#
+        #expect(refusal(text)?.contains("repeats a key") == true, "\(String(describing: refusal(text)))")
+    }
+
+    @Test("an RSA key written with a leading zero octet is refused (it would have another thumbprint)")
+    func rsaLeadingZero() throws {
+        guard var object = try Fixtures.key("dev-rsa").publicJSON?.objectValue, case .string(let n)? = object[Key("n")] else {
+            Issue.record("no dev-rsa")
+            return
+        }
+        object.set(Key("n"), to: .string(Base64URL.encodeToString([0] + Base64URL.decode(Array(n.utf8))!)))
+        #expect(throws: JOSEError.self) { try JWK(json: .object(object)) }
+    }
 }

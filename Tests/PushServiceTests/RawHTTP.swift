@@ -9,9 +9,14 @@ import Glibc
 final class RawConnection {
     let descriptor: Int32
 
-    init(port: Int) throws {
+    /// - Parameter receiveBuffer: the socket's receive buffer, set before connecting (so that
+    ///   the window it advertises stays that small).
+    init(port: Int, receiveBuffer: Int32? = nil) throws {
         descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard descriptor >= 0 else { throw POSIXError(.EIO) }
+        if var size = receiveBuffer {
+            setsockopt(descriptor, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = in_port_t(UInt16(port).bigEndian)

@@ -242,6 +242,17 @@ struct SubscriptionAPITests {
         }
     }
 
+    @Test("a token's subject must be the uid byte for byte: canonically equivalent is not the same user")
+    func uidBytes() async throws {
+        try await withService { service in
+            for (subject, uid) in [("\u{212A}evin", "Kevin"), ("cafe\u{301}", "caf%C3%A9"), ("caf\u{E9}", "cafe%CC%81")] {
+                let token = try service.token(subject: subject)
+                let reply = try await service.send(.GET, "/datasync/v2/toto/subscriptions/\(uid)", token: token)
+                #expect(reply.status == 403, "\(subject) on \(uid): \(reply.status)")
+            }
+        }
+    }
+
     @Test("expired subscriptions are removed by the sweeper and a revoke with reason expired is recorded")
     func expiry() async throws {
         try await withService { service in

@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 import NIOCore
 import PushAPI
 import PushCore
@@ -161,6 +164,93 @@ struct WebLayerTests {
                 #expect(RawConnection.parse(text)?.status == 200)
                 try await Task.sleep(for: .milliseconds(200))
             }
+        }
+    }
+}
+
+@Suite("The web layer under pipelining and stuck clients", .serialized)
+struct WebLayerPipeliningTests {
+    func withService(limits: ConnectionLimits, _ body: (ServiceHarness) async throws -> Void) async throws {
+        let service = try ServiceHarness(limits: limits)
+        try await service.start()
+        do {
+            try await body(service)
+        } catch {
+            await service.shutdown()
+            throw error
+        }
+        await service.shutdown()
+    }
+
+    @Test("garbage after a pipelined request, and CONNECT, get JSON answers")
+    func pipelinedGarbage() async throws {
+        try await withService(limits: WebLayerTests.relaxed) { service in
+            let connection = try RawConnection(port: service.port)
+            connection.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\nGARBAGE\r\n\r\n")
+            var text = ""
+            var closed = false
+            let end = Date().addingTimeInterval(10)
+            while !closed && Date() < end {
+                let more = connection.receiveAll(timeout: 0.2)
+                text += more.text
+                closed = more.closed
+            }
+            let responses = text.components(separatedBy: "HTTP/1.1 ").dropFirst().map { "HTTP/1.1 " + $0 }
+            #expect(responses.count == 2, "\(text)")
+            #expect(RawConnection.parse(responses.first ?? "")?.status == 200)
+            let second = RawConnection.parse(responses.last ?? "")
+            #expect(second?.status == 400)
+            #expect((try? JSONParser.parse(second?.body ?? ""))?["error"] == "bad_request", "\(String(describing: second))")
+
+            let connect = try RawConnection(port: service.port)
+            connect.send("CONNECT /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            var reply = ""
+            var done = false
+            let deadline = Date().addingTimeInterval(10)
+            while !done && Date() < deadline {
+                let more = connect.receiveAll(timeout: 0.2)
+                reply += more.text
+                done = more.closed
+            }
+            // After a CONNECT head, no HTTP answer can follow (the codec takes the rest for a
+            // tunnel): the connection is closed at once.
+            #expect(done && reply.isEmpty, "\(reply)")
+        }
+    }
+
+    @Test("a client that sends thousands of requests and never reads is disconnected after the deadlines")
+    func stuckReader() async throws {
+        let limits = ConnectionLimits(headTimeout: .milliseconds(500), requestTimeout: .milliseconds(1000), maxHeadBytes: 8 * 1024)
+        try await withService(limits: limits) { service in
+            let connection = try RawConnection(port: service.port, receiveBuffer: 4096)
+            let requests = String(repeating: "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n", count: 20_000)
+            var offset = requests.utf8.startIndex
+            let bytes = Array(requests.utf8)
+            var sent = 0
+            // Send without reading, until the server stops reading (the socket buffers fill).
+            while sent < bytes.count {
+                var poller = pollfd(fd: connection.descriptor, events: Int16(POLLOUT), revents: 0)
+                if poll(&poller, 1, 500) <= 0 { break }
+                let count = bytes[sent...].withUnsafeBytes { Glibc.send(connection.descriptor, $0.baseAddress, min($0.count, 65_536), Int32(MSG_NOSIGNAL)) }
+                if count <= 0 { break }
+                sent += count
+            }
+            _ = offset
+            offset = requests.utf8.endIndex
+            try await Task.sleep(for: .seconds(3))  // deadlines: 0.5 s head, 1 s request, 1 s to flush
+            // Now read what is there: the connection must end (closed or reset), not stay open.
+            let start = Date()
+            var closed = false
+            var received = 0
+            var buffer = [UInt8](repeating: 0, count: 65_536)
+            while !closed && Date().timeIntervalSince(start) < 20 {
+                var poller = pollfd(fd: connection.descriptor, events: Int16(POLLIN), revents: 0)
+                let ready = poll(&poller, 1, 500)
+                if ready <= 0 { continue }
+                let count = buffer.withUnsafeMutableBytes { recv(connection.descriptor, $0.baseAddress, $0.count, 0) }
+                if count <= 0 { closed = true } else { received += count }
+            }
+            #expect(closed, "the connection was still open (sent \(sent) bytes, received \(received))")
         }
     }
 }

@@ -17,6 +17,18 @@ public struct JSONParser {
         return try parser.parseDocument()
     }
 
+    /// Parses one JSON document in which no object repeats a key (a repeated key is an error
+    /// instead of the last one winning): for inputs whose readers may disagree on which one
+    /// counts, such as a notification payload.
+    public static func parseRejectingDuplicateKeys(_ bytes: [UInt8]) throws(JSONParseError) -> JSON {
+        try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
+            var parser = JSONParser(buffer)
+            parser.rejectDuplicateKeys = true
+            defer { parser.release() }
+            return try parser.parseDocument()
+        }
+    }
+
     /// Parses one JSON document.
     public static func parse(_ bytes: [UInt8]) throws(JSONParseError) -> JSON {
         try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in try parse(buffer) }
@@ -45,6 +57,8 @@ public struct JSONParser {
     /// escapes (when it had none, its raw bytes are its UTF-8).
     var lastStringStart = 0
     var lastStringEscaped = false
+    /// A repeated key in an object is an error (else the last one wins).
+    var rejectDuplicateKeys = false
 
     init(_ input: UnsafeBufferPointer<UInt8>) {
         self.input = input
@@ -203,7 +217,11 @@ public struct JSONParser {
         }
         var entries = memberStack.popContiguous(from: base)
         if !inOrder {
+            let count = entries.count
             JSONObject.sortRemovingDuplicates(&entries)
+            if rejectDuplicateKeys && entries.count < count {
+                throw fail("the object opened at byte \(open) repeats a key; expected each key once", at: open)
+            }
         }
         return .object(JSONObject(root: BTreeNode.build(entries)))
     }
@@ -567,7 +585,7 @@ public struct JSONParser {
         }
         guard value.isFinite else {
             let text = String(decoding: UnsafeBufferPointer(rebasing: input[start..<position]), as: UTF8.self)
-            throw fail("number \(text) is out of the range of a binary64 double", at: start)
+            throw fail("number \(JSONWriter.quoted(text)) is out of the range of a binary64 double", at: start)
         }
         return .double(value)
     }

@@ -92,7 +92,7 @@ public struct RecordPipeline: Sendable {
                 let stored = try await directory.subscriptions(handles: candidates.map(\.handle))
                 var revoked: [IndexMatch] = []
                 for match in candidates {
-                    guard let subscription = stored[match.handle], uid == nil || subscription.uid == uid else { continue }
+                    guard let subscription = stored[match.handle], uid.map({ utf8Equal(subscription.uid, $0) }) ?? true else { continue }
                     revoked.append(match)
                     notices.append(
                         Notice(subscription: subscription, event: Event(app: record.app, path: subscription.path.string, body: .revoke(reason))))

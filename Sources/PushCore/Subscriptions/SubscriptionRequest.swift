@@ -24,10 +24,10 @@ public struct SubscriptionRequest: Sendable, Equatable {
     /// Reads a request body for the subscription of `uid` in `app`.
     public static func decode(_ json: JSON, app: String, uid: String) throws(RequestError) -> SubscriptionRequest {
         let reader = try FieldReader(json, name: "subscription", allowed: fields)
-        if let bodyApp = try reader.optionalString("app"), bodyApp != app {
+        if let bodyApp = try reader.optionalString("app"), !utf8Equal(bodyApp, app) {
             throw RequestError("app: \(quoted(bodyApp)) differs from the application in the URL, \(quoted(app))")
         }
-        if let bodyUID = try reader.optionalString("uid"), bodyUID != uid {
+        if let bodyUID = try reader.optionalString("uid"), !utf8Equal(bodyUID, uid) {
             throw RequestError("uid: \(quoted(bodyUID)) differs from the uid in the URL, \(quoted(uid))")
         }
         guard let kind = try reader.enumeration("kind", SubscriptionKind.self) else {

@@ -63,7 +63,8 @@ public enum ConfigurationLoader {
         // keys, which an alias bomb makes exponential.
         if let line = firstAnchorOrAlias(text) {
             throw ConfigurationError(
-                "\(source): line \(line): YAML anchors and aliases (&name, *name) are not supported; write the value out")
+                "\(source): line \(line): a '*' that starts a value reads as a YAML alias (*name); aliases and anchors are not "
+                    + "supported: write the value out (a '*' right after ', ', ': ', '- ', '[' or '{' in a text is taken for one too: rephrase it)")
         }
         // The parser owns the anchors: nodes refer to them weakly, so it stays alive while the
         // tree is converted (an anchored node is how an alias shows).
@@ -86,80 +87,33 @@ public enum ConfigurationLoader {
         return json
     }
 
-    /// The line (from 1) of the first YAML anchor (`&name`) or alias (`*name`), found lexically:
-    /// a `&` or `*` where a node starts (at the start of a line, or after `- `, `: `, `? `, `[`,
-    /// `{` or `,`), outside quoted scalars and comments. A block scalar's text that looks like
-    /// one is refused too: a false alarm with a clear message, never a missed alias.
+    /// The line (from 1) of the first possible YAML alias (`*name`), found lexically and
+    /// soundly: an alias can only start a node, so its `*` follows, on its line, nothing but
+    /// white space, or one of `[ { , : - ?`. Every such `*` is taken for an alias, whatever
+    /// quotes or comments surround it: a false alarm (a `*` right after `, ` inside a quoted
+    /// text) gets a clear message; a missed alias could hang the process (Yams hashes the keys it
+    /// composes, and an alias bomb as a key makes that exponential). Without aliases, composing
+    /// is linear; anchors are then refused on the composed nodes.
     static func firstAnchorOrAlias(_ text: String) -> Int? {
         var line = 1
-        var quote: UInt8? = nil
-        var previous: UInt8? = nil  // last character outside spaces on this line, outside quotes
-        var sawSpace = false
-        var inComment = false
-        let bytes = Array(text.utf8)
-        var i = 0
-        while i < bytes.count {
-            let byte = bytes[i]
-            if byte == UInt8(ascii: "\n") {
+        var previous: UInt8? = nil  // last character other than space or tab on this line
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\n"):
                 line += 1
                 previous = nil
-                sawSpace = false
-                inComment = false
-                i += 1
-                continue
-            }
-            if inComment {
-                i += 1
-                continue
-            }
-            if let open = quote {
-                if open == UInt8(ascii: "\""), byte == UInt8(ascii: "\\") {
-                    i += 2
-                    continue
-                }
-                if byte == open {
-                    if open == UInt8(ascii: "'"), i + 1 < bytes.count, bytes[i + 1] == open {
-                        i += 2
-                        continue
-                    }
-                    quote = nil
-                    previous = byte
-                    sawSpace = false
-                }
-                i += 1
-                continue
-            }
-            switch byte {
             case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
-                sawSpace = true
-            case UInt8(ascii: "#") where previous == nil || sawSpace:
-                inComment = true
-            case UInt8(ascii: "\""), UInt8(ascii: "'"):
-                if previous == nil || sawSpace || [UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: ",")].contains(previous!) {
-                    quote = byte
-                }
-                previous = byte
-                sawSpace = false
-            case UInt8(ascii: "&"), UInt8(ascii: "*"):
-                let startsNode: Bool
+                continue
+            case UInt8(ascii: "*"):
                 switch previous {
-                case nil:
-                    startsNode = true
-                case UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: ","):
-                    startsNode = true
-                case UInt8(ascii: "-"), UInt8(ascii: ":"), UInt8(ascii: "?"):
-                    startsNode = sawSpace
+                case nil, UInt8(ascii: "["), UInt8(ascii: "{"), UInt8(ascii: ","), UInt8(ascii: ":"), UInt8(ascii: "-"), UInt8(ascii: "?"):
+                    return line
                 default:
-                    startsNode = false
+                    previous = byte
                 }
-                if startsNode { return line }
-                previous = byte
-                sawSpace = false
             default:
                 previous = byte
-                sawSpace = false
             }
-            i += 1
         }
         return nil
     }
@@ -202,9 +156,17 @@ public enum ConfigurationLoader {
             switch node.tag.description {
             case Tag.Name.null.rawValue: return .null
             case Tag.Name.bool.rawValue: return node.bool.map(JSON.bool) ?? .string(scalar.string)
-            case Tag.Name.int.rawValue: return node.int.map { JSON.int(Int64($0)) } ?? .string(scalar.string)
+            // Only plain decimal numbers are numbers: YAML 1.1 also reads 017 (octal), 0x1F90,
+            // 0b1111, 8_080 and 1:20 (sexagesimal, 80) as integers, and those would silently
+            // mean something else than they look like; they stay text (and a key that wants a
+            // number says so).
+            case Tag.Name.int.rawValue:
+                guard isPlainDecimal(scalar.string, fraction: false), let value = Int64(scalar.string) else { return .string(scalar.string) }
+                return .int(value)
             case Tag.Name.float.rawValue:
-                guard let value = node.float, value.isFinite else { return .string(scalar.string) }
+                guard isPlainDecimal(scalar.string, fraction: true), let value = Double(scalar.string), value.isFinite else {
+                    return .string(scalar.string)
+                }
                 return .double(value)
             default: return .string(scalar.string)
             }
@@ -225,6 +187,30 @@ public enum ConfigurationLoader {
         case .alias:
             throw ConfigurationError("\(path): YAML anchors and aliases (&name, *name) are not supported; write the value out")
         }
+    }
+
+    /// `-?digits`, without leading zeros; with `fraction`, also `digits.digits` and an exponent.
+    static func isPlainDecimal(_ text: String, fraction: Bool) -> Bool {
+        var bytes = Array(text.utf8)[...]
+        if bytes.first == UInt8(ascii: "-") { bytes = bytes.dropFirst() }
+        let isDigit: (UInt8) -> Bool = { $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") }
+        let integer = bytes.prefix(while: isDigit)
+        guard !integer.isEmpty, integer.count == 1 || integer.first != UInt8(ascii: "0") else { return false }
+        var rest = bytes.dropFirst(integer.count)
+        if !fraction { return rest.isEmpty }
+        if rest.first == UInt8(ascii: ".") {
+            let digits = rest.dropFirst().prefix(while: isDigit)
+            guard !digits.isEmpty else { return false }
+            rest = rest.dropFirst(1 + digits.count)
+        }
+        if rest.first == UInt8(ascii: "e") || rest.first == UInt8(ascii: "E") {
+            rest = rest.dropFirst()
+            if rest.first == UInt8(ascii: "-") || rest.first == UInt8(ascii: "+") { rest = rest.dropFirst() }
+            let digits = rest.prefix(while: isDigit)
+            guard !digits.isEmpty else { return false }
+            rest = rest.dropFirst(digits.count)
+        }
+        return rest.isEmpty
     }
 
     // MARK: - Environment overrides
@@ -249,8 +235,8 @@ public enum ConfigurationLoader {
                     throw ConfigurationError(
                         "\(label): no configuration key matches; expected \(environmentPrefix) and a key path such as HTTP_PORT or APPS_<APP>_FCM_ENDPOINT")
                 }
-                throw ConfigurationError(
-                    "\(label): matches several keys (\(matches.map { $0.0.joined(separator: ".") }.joined(separator: ", ")))")
+                let keys = matches.prefix(4).map { match in match.0.reduce("") { Section.join($0, $1) } }
+                throw ConfigurationError("\(label): matches several keys (\(keys.joined(separator: ", "))\(matches.count > 4 ? ", …" : ""))")
             }
             let key = keyPath.joined(separator: ".")
             json = setting(json, keyPath[...], to: try overrideValue(value, kind: kind, variable: label, key: key))
