@@ -112,6 +112,7 @@ let package = Package(
             ]
         ),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushJOSE"]),
+        .testTarget(name: "PushIngestTests", dependencies: ["PushIngest", "PushTestSupport", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "PushServiceTests",
             dependencies: [

@@ -79,20 +79,28 @@ public final class IngestAck: Sendable {
         for waiter in waiters { waiter.resume(returning: result) }
     }
 
-    /// The answer, once completed.
+    /// The answer, once completed; when the waiting task is cancelled first (a hard stop), a
+    /// refusal saying the line was not processed.
     public func result() async -> AckResult {
-        await withCheckedContinuation { continuation in
-            let done = state.withLock { state -> AckResult? in
-                switch state {
-                case .done(let result):
-                    return result
-                case .pending(var waiters):
-                    waiters.append(continuation)
-                    state = .pending(waiters)
-                    return nil
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let done = state.withLock { state -> AckResult? in
+                    switch state {
+                    case .done(let result):
+                        return result
+                    case .pending(var waiters):
+                        if Task.isCancelled { return Self.stopped }
+                        waiters.append(continuation)
+                        state = .pending(waiters)
+                        return nil
+                    }
                 }
+                if let done { continuation.resume(returning: done) }
             }
-            if let done { continuation.resume(returning: done) }
+        } onCancel: {
+            complete(Self.stopped)
         }
     }
+
+    static let stopped = AckResult.rejected(seq: nil, reason: "the service stopped before this line was processed; send it again")
 }

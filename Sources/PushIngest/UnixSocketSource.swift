@@ -205,7 +205,7 @@ struct LineFramer: ByteToMessageDecoder {
         }
         scanned = view.count
         if view.count > maxLength {
-            discarding = (buffer.getSlice(at: buffer.readerIndex, length: 64 << 10)!, view.count)
+            discarding = (buffer.getSlice(at: buffer.readerIndex, length: min(view.count, 64 << 10))!, view.count)
             buffer.moveReaderIndex(forwardBy: view.count)
             scanned = 0
         }
