@@ -124,7 +124,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "EndToEndTests", dependencies: ["PushCore", "PushJOSE"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["PushCore", "PushJOSE", "PushStore"]),
     ],
     swiftLanguageModes: [.v6]
 )

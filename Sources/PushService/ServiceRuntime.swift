@@ -23,6 +23,8 @@ public struct ServiceRuntime: Sendable {
     public let connectionLimits: ConnectionLimits
     /// What timers sleep on (the expiry sweeper's interval); tests pass a manual clock.
     public let timerClock: any Clock<Duration>
+    /// Batch and snapshot sizes of ingestion (tests make snapshots small).
+    let ingestConfiguration: Ingestor.Configuration
 
     public init(
         configuration: ServiceConfiguration, logger: Logger,
@@ -30,6 +32,20 @@ public struct ServiceRuntime: Sendable {
         connectionLimits: ConnectionLimits = .standard, timerClock: any Clock<Duration> = ContinuousClock(),
         clockMilliseconds: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
     ) {
+        self.init(
+            configuration: configuration, logger: logger, clock: clock, followInterval: followInterval, connectionLimits: connectionLimits,
+            timerClock: timerClock, clockMilliseconds: clockMilliseconds,
+            ingestConfiguration: .init(snapshotAfterBytes: configuration.ingest.snapshotAfter))
+    }
+
+    init(
+        configuration: ServiceConfiguration, logger: Logger, clock: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970) },
+        followInterval: Duration = .seconds(1), connectionLimits: ConnectionLimits = .standard,
+        timerClock: any Clock<Duration> = ContinuousClock(),
+        clockMilliseconds: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) },
+        ingestConfiguration: Ingestor.Configuration
+    ) {
+        self.ingestConfiguration = ingestConfiguration
         self.timerClock = timerClock
         self.clockMilliseconds = clockMilliseconds
         self.configuration = configuration
@@ -88,7 +104,7 @@ public struct ServiceRuntime: Sendable {
         let ingestor = Ingestor(
             queue: queue, store: store, registry: registry, sealers: sealers,
             deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), initial: pipeline, loaded: loaded,
-            configuration: .init(), now: clockMilliseconds, logger: logger)
+            configuration: ingestConfiguration, now: clockMilliseconds, logger: logger)
         var sources: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if let path = configuration.ingest.queueFile {
             sources.append(.init(service: QueueFileSource(path: path, queue: queue, checkpoint: checkpoints[QueueFileSource.name], logger: logger)))

@@ -31,13 +31,24 @@ final class ServiceHarness: Sendable {
     /// The clock timers sleep on: tests advance it.
     let timers = ManualClock()
 
-    init(folder: URL? = nil, now: Int64 = 1_800_000_000, limits: ConnectionLimits = .standard) throws {
+    /// The ingest sources in the harness's folder (when made with `ingest: true`).
+    var queueFile: URL { folder.appendingPathComponent("changes.ndjson") }
+    var socketPath: String { folder.appendingPathComponent("in.sock").path }
+    var deadLetterFile: URL { folder.appendingPathComponent("dead.ndjson") }
+    let ingestConfiguration: Ingestor.Configuration
+
+    init(
+        folder: URL? = nil, now: Int64 = 1_800_000_000, limits: ConnectionLimits = .standard, ingest: Bool = false,
+        ingestConfiguration: Ingestor.Configuration = .init()
+    ) throws {
         self.limits = limits
+        self.ingestConfiguration = ingestConfiguration
         self.folder = folder ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-api-\(UUID().uuidString)")
         self.now = Mutex(now)
         try FileManager.default.createDirectory(at: self.folder, withIntermediateDirectories: true)
         let keys = Self.fixtures.appendingPathComponent("jose/test-keyset.json").path
-        let configuration = """
+        let ingestSection = ingest ? "ingest: {queueFile: ./changes.ndjson, socket: ./in.sock, deadLetter: ./dead.ndjson}\n" : ""
+        let configuration = ingestSection + """
             store: {sqlite: ./store.db}
             http: {host: 127.0.0.1, port: 0}
             expiry: {interval: 1s}
@@ -62,7 +73,7 @@ final class ServiceHarness: Sendable {
         logger.logLevel = .warning
         let runtime = ServiceRuntime(
             configuration: configuration, logger: logger, clock: { [self] in self.now.withLock { $0 } }, followInterval: .milliseconds(100),
-            connectionLimits: limits, timerClock: timers)
+            connectionLimits: limits, timerClock: timers, ingestConfiguration: ingestConfiguration)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let task = Task {
             defer { continuation.finish() }  // ends the wait below if the service fails to start

@@ -52,7 +52,8 @@ struct ConfigurationDecoder {
         }
         let ingest = ServiceConfiguration.Ingest(
             queueFile: ingestSection.path("queueFile", parentMustExist: true), socket: socket,
-            deadLetter: ingestSection.path("deadLetter", parentMustExist: true) ?? ingestSection.resolve("./dead-letter.ndjson"))
+            deadLetter: ingestSection.path("deadLetter", parentMustExist: true) ?? ingestSection.resolve("./dead-letter.ndjson"),
+            snapshotAfter: Int(ingestSection.size("snapshotAfter", range: 1...(1 << 40)) ?? 64 << 20))
 
         let httpSection = root.section("http")
         let http = ServiceConfiguration.HTTP(

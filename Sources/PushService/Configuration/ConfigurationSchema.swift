@@ -11,7 +11,9 @@ indirect enum ConfigurationSchema: Sendable {
 
     static let root: ConfigurationSchema = .object([
         "store": .object(["sqlite": .leaf(.string), "postgres": .leaf(.secret)]),
-        "ingest": .object(["queueFile": .leaf(.string), "socket": .leaf(.string), "deadLetter": .leaf(.string)]),
+        "ingest": .object([
+            "queueFile": .leaf(.string), "socket": .leaf(.string), "deadLetter": .leaf(.string), "snapshotAfter": .leaf(.size),
+        ]),
         "http": .object(["host": .leaf(.string), "port": .leaf(.integer)]),
         "delivery": .object([
             "retry": .object([

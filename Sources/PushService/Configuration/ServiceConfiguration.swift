@@ -16,6 +16,9 @@ public struct ServiceConfiguration: Sendable {
         public var socket: String?
         /// `ingest.deadLetter`. Default `./dead-letter.ndjson`.
         public var deadLetter: String
+        /// `ingest.snapshotAfter`: an application's tree is snapshotted once this many bytes of its
+        /// records were journalled since the last snapshot. Default 64 MiB.
+        public var snapshotAfter: Int = 64 << 20
     }
 
     public struct HTTP: Sendable, Equatable {

@@ -1,0 +1,243 @@
+import Foundation
+import PushCore
+import PushIngest
+import PushStore
+@testable import PushService
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The running service's ingestion: records from the queue file and the socket, through the
+/// pipeline, into the outbox; bad lines into the dead-letter file; restarts.
+@Suite("Ingestion in the running service", .serialized)
+struct IngestionTests {
+    static let subscription = #"{"kind":"mobile","mode":"value","path":"/users/alice","context":"fcm-alice","format":"v1"}"#
+    static let childSubscription = #"{"kind":"mobile","mode":"childEvent","path":"/users","context":"fcm-all","format":"v1"}"#
+
+    func append(_ lines: [String], to service: ServiceHarness) throws {
+        let url = service.queueFile
+        if !FileManager.default.fileExists(atPath: url.path) { FileManager.default.createFile(atPath: url.path, contents: nil) }
+        let handle = try FileHandle(forWritingTo: url)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
+        try handle.close()
+    }
+
+    func append(bytes: [UInt8], to service: ServiceHarness) throws {
+        let handle = try FileHandle(forWritingTo: service.queueFile)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(bytes))
+        try handle.close()
+    }
+
+    /// The notifications queued, as (record seq, payload text).
+    func queued(_ service: ServiceHarness) async throws -> [(Int64?, String)] {
+        let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
+        return try await store.notifications(limit: 1000).map { ($0.entry.recordSeq, String(decoding: $0.entry.payload, as: UTF8.self)) }
+    }
+
+    /// Waits until `condition` holds (checked every 20 ms, at most 10 s).
+    func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
+        for _ in 0..<500 {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    func deadLetters(_ service: ServiceHarness) -> [JSON] {
+        guard let data = FileManager.default.contents(atPath: service.deadLetterFile.path) else { return [] }
+        return String(decoding: data, as: UTF8.self).split(separator: "\n").compactMap { try? JSONParser.parse(String($0)) }
+    }
+
+    func subscribe(_ service: ServiceHarness, _ documents: [String]) async throws {
+        for document in documents {
+            let reply = try await service.send(.POST, "/datasync/v2/toto/subscriptions/u1", body: document, token: try service.token())
+            #expect(reply.status == 201)
+        }
+    }
+
+    @Test("records appended to the queue file reach the outbox; a restart resumes the trees and the file where they stopped")
+    func queueFileAndRestart() async throws {
+        let service = try ServiceHarness(ingest: true)
+        try await service.start()
+        try await subscribe(service, [Self.subscription, Self.childSubscription])
+        try append([
+            #"{"seq":1,"app":"toto","op":"put","path":"/users/alice","data":{"name":"Alice"}}"#,
+            #"{"seq":2,"app":"toto","op":"patch","path":"/users","data":{"bob/name":"Bob","alice/age":30}}"#,
+        ], to: service)
+        #expect(try await eventually { try await queued(service).count == 3 })
+        await service.stop()
+
+        // The restart reads only what is new, against the trees as they were.
+        try append([#"{"seq":3,"app":"toto","op":"put","path":"/users/bob","data":null}"#], to: service)
+        try await service.start()
+        #expect(try await eventually { try await queued(service).count == 4 })
+        let rows = try await queued(service)
+        #expect(rows.map(\.0) == [1, 2, 2, 3])
+        #expect(rows.last?.1 == #"{"s":"OK","t":"childEvent","app":"toto","sp":"/users","added":"{}","removed":"[\"bob\"]","changed":"{}"}"#)
+        // Alice's value notifications coalesced into the newest (none is delivered yet).
+        #expect(rows.filter { $0.1.contains("\"sp\":\"/users/alice\"") }.count == 1)
+        await service.shutdown()
+    }
+
+    @Test("every kind of bad line goes to the dead-letter file with its reason, and the stream goes on")
+    func deadLetters() async throws {
+        let service = try ServiceHarness(ingest: true)
+        try await service.start()
+        try await subscribe(service, [Self.childSubscription])
+        let bad: [(String, String)] = [
+            (#"{"seq":1,"app":"toto",op:put}"#, "invalid JSON"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/x","da"#, "invalid JSON"),
+            (#"[1,"toto","put"]"#, "a change record is a JSON object"),
+            (#"{"app":"toto","op":"put","path":"/x","data":1}"#, "seq: missing"),
+            (#"{"seq":"1","app":"toto","op":"put","path":"/x","data":1}"#, "seq: expected an integer"),
+            (#"{"seq":1,"op":"put","path":"/x","data":1}"#, "app: missing"),
+            (#"{"seq":1,"app":"toto","path":"/x","data":1}"#, "op: missing"),
+            (#"{"seq":1,"app":"toto","op":"delete","path":"/x","data":1}"#, "op: expected"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/x/a.b","data":1}"#, "contains '.'"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/x/a\u0001b","data":1}"#, "control character"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/"# + String(repeating: "k/", count: 1100) + #"","data":1}"#, "at most 2048 bytes"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/x/"# + String(repeating: "é", count: 385) + #"","data":1}"#, "at most 768 bytes"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/x","data":{"ok":1,"deep":{"a$":2}}}"#, "contains '$'"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/x","data":{"":1}}"#, "a key is empty"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/x","data":{"s":"a\ud800b"}}"#, "surrogate"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/x","data":{"\udfff":1}}"#, "surrogate"),
+            (#"{"seq":1,"app":"toto","op":"patch","path":"/x","data":5}"#, "patch data must be an object"),
+            (#"{"seq":1,"app":"toto","op":"patch","path":"/x","data":{"a/b$c":1}}"#, "patch key"),
+            (#"{"seq":1,"app":"toto","op":"put","path":"/x","data":NaN}"#, "invalid JSON"),
+            (#"{"seq":1,"app":"toto","op":"revoke","reason":"nope"}"#, "reason: a revoke record gives one of"),
+        ]
+        var lines: [String] = []
+        var seq = 10
+        for (line, _) in bad {
+            lines.append(line)
+            seq += 1
+            lines.append(#"{"seq":\#(seq),"app":"toto","op":"put","path":"/users/n\#(seq)","data":1}"#)
+        }
+        lines.append(#"{"seq":\#(seq),"app":"toto","op":"put","path":"/users/again","data":1}"#)  // repeats the last seq
+        lines.append(#"{"seq":5,"app":"toto","op":"put","path":"/users/back","data":1}"#)  // goes back
+        try append(lines, to: service)
+        try append(bytes: Array(#"{"seq":99,"app":"toto","op":"put","path":"/x","data":""#.utf8) + [0xC3, 0x28] + Array("\"}\n".utf8), to: service)
+        try append([#"{"seq":100,"app":"toto","op":"put","path":"/users/last","data":1}"#], to: service)
+        #expect(try await eventually { try await queued(service).count == bad.count + 1 })
+        let letters = deadLetters(service)
+        #expect(letters.count == bad.count + 3)
+        for (index, (line, reason)) in bad.enumerated() {
+            let letter = letters[index]
+            #expect(letter["source"] == "queue-file")
+            #expect(letter["line"]?.stringValue == line || line.contains("\\ud800") || line.contains("\\udfff"))
+            #expect(letter["reason"]?.stringValue?.contains(reason) == true, "\(line.prefix(60)): \(String(describing: letter["reason"]))")
+            #expect(letter["position"]?.integerValue != nil && letter["ts"]?.integerValue != nil)
+        }
+        #expect(letters[bad.count]["reason"]?.stringValue?.contains("repeats the last accepted seq") == true)
+        #expect(letters[bad.count + 1]["reason"]?.stringValue?.contains("goes back from") == true)
+        let utf8 = letters[bad.count + 2]
+        #expect(utf8["reason"]?.stringValue?.contains("invalid UTF-8") == true && utf8["lineBase64"] != nil)
+        // The positions are the lines' byte offsets in the file.
+        #expect(letters[0]["position"]?.integerValue == 0)
+        #expect(letters[1]["position"]?.integerValue == Int64(bad[0].0.utf8.count + 1 + lines[1].utf8.count + 1))
+        await service.shutdown()
+    }
+
+    @Test("socket clients get ok only once the record is committed; refused lines get ok:false with the reason")
+    func socketAnswers() async throws {
+        let service = try ServiceHarness(ingest: true)
+        try await service.start()
+        try await subscribe(service, [Self.subscription])
+        for _ in 0..<200 where !FileManager.default.fileExists(atPath: service.socketPath) { try await Task.sleep(for: .milliseconds(10)) }
+        let path = service.socketPath
+        let answers = try await onThread { () -> [String] in
+            let client = try SocketClient(path: path)
+            client.send(
+                #"{"seq":7,"app":"toto","op":"put","path":"/users/alice","data":"A"}"# + "\n" + "oops\n"
+                    + #"{"seq":6,"app":"toto","op":"put","path":"/users/alice","data":"B"}"# + "\n")
+            return client.answers(3, timeout: 10)
+        }
+        #expect(answers.count == 3)
+        #expect(answers.first == #"{"seq":7,"ok":true}"#)
+        #expect(answers.dropFirst().first?.hasPrefix(#"{"seq":null,"ok":false,"error":"invalid JSON at byte 0"#) == true)
+        #expect(answers.last?.hasPrefix(#"{"seq":6,"ok":false,"error":"seq 6 goes back from the last accepted seq 7"#) == true)
+        // What was acknowledged is in the store: the notification and the watermark.
+        let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
+        #expect(try await store.notifications(limit: 10).map(\.entry.recordSeq) == [7])
+        #expect(try await store.checkpoints().first { $0.source == "socket" }?.lastSeq == 7)
+        await service.shutdown()
+    }
+
+    @Test("trees are snapshotted and restored from the snapshot and the journal after it")
+    func snapshots() async throws {
+        let service = try ServiceHarness(ingest: true, ingestConfiguration: .init(batchLines: 1, snapshotAfterBytes: 200))
+        try await service.start()
+        try await subscribe(service, [Self.childSubscription])
+        var lines: [String] = []
+        for seq in 1...40 {
+            lines.append(#"{"seq":\#(seq),"app":"toto","op":"put","path":"/users/u\#(seq)","data":{"n":\#(seq)}}"#)
+        }
+        try append(lines, to: service)
+        #expect(try await eventually { try await queued(service).count == 40 })
+        let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
+        #expect(try await eventually { try await store.tree(app: "toto").snapshot != nil })
+        await service.stop()
+        let stored = try await store.tree(app: "toto")
+        #expect(stored.snapshot != nil && stored.journal.count < 40)
+        try await service.start()
+        try append([#"{"seq":41,"app":"toto","op":"put","path":"/users/u40","data":{"n":40,"m":1}}"#], to: service)
+        #expect(try await eventually { try await queued(service).count == 41 })
+        #expect(try await queued(service).last?.1 == #"{"s":"OK","t":"childEvent","app":"toto","sp":"/users","added":"{}","removed":"[]","changed":"{\"u40\":{\"m\":1,\"n\":40}}"}"#)
+        await service.shutdown()
+    }
+}
+
+/// Runs blocking work on a thread of its own.
+func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
+/// A client of the socket source.
+final class SocketClient {
+    let descriptor: Int32
+
+    init(path: String) throws {
+        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let result = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        guard result == 0 else { throw POSIXError(.ECONNREFUSED) }
+    }
+
+    deinit { close(descriptor) }
+
+    func send(_ text: String) {
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            if sent <= 0 { return }
+            offset += sent
+        }
+    }
+
+    func answers(_ count: Int, timeout: Double) -> [String] {
+        var text = ""
+        let end = Date().addingTimeInterval(timeout)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while text.filter({ $0 == "\n" }).count < count && Date() < end {
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            if poll(&poller, 1, Int32(max(1, end.timeIntervalSinceNow * 1000))) <= 0 { break }
+            let read = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if read <= 0 { break }
+            text += String(decoding: buffer[0..<read], as: UTF8.self)
+        }
+        return text.split(separator: "\n").map(String.init)
+    }
+}
