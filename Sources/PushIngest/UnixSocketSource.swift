@@ -32,6 +32,9 @@ public struct UnixSocketSource: Service {
 
     public func run() async throws {
         let maxLineBytes = self.maxLineBytes
+        // Connections accepted but not yet served when the accept loop stops (a shutdown) are
+        // kept here and closed properly: NIO traps on a dropped, unfinished channel.
+        let unserved = Unserved()
         let server: NIOAsyncChannel<NIOAsyncChannel<SocketFrame, ByteBuffer>, Never>
         do {
             server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
@@ -41,19 +44,40 @@ public struct UnixSocketSource: Service {
                 .bind(unixDomainSocketPath: path, cleanupExistingSocketFile: true) { channel in
                     channel.eventLoop.makeCompletedFuture {
                         try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineFramer(maxLength: maxLineBytes)))
-                        return try NIOAsyncChannel<SocketFrame, ByteBuffer>(
+                        let connection = try NIOAsyncChannel<SocketFrame, ByteBuffer>(
                             wrappingChannelSynchronously: channel, configuration: .init(isOutboundHalfClosureEnabled: true))
+                        unserved.connections.withLock { $0[ObjectIdentifier(channel)] = connection }
+                        return connection
                     }
                 }
         } catch {
             throw IngestError("cannot listen on the Unix socket \(path): \(error)")
         }
         logger.info("listening for change records", metadata: ["socket": "\(path)"])
-        let counter = Mutex<Int64>(0)
+        let counter = Counter()
+        func closeUnserved() async {
+            for connection in unserved.connections.withLock({ $0.values }) {
+                try? await connection.executeThenClose { _, _ in }
+            }
+        }
+        do {
+            try await accept(server, unserved: unserved, counter: counter)
+        } catch {
+            await closeUnserved()
+            throw error
+        }
+        await closeUnserved()
+    }
+
+    private func accept(
+        _ server: NIOAsyncChannel<NIOAsyncChannel<SocketFrame, ByteBuffer>, Never>,
+        unserved: Unserved, counter: Counter
+    ) async throws {
         try await withThrowingDiscardingTaskGroup { group in
             try await server.executeThenClose { connections in
                 for try await connection in connections.cancelOnGracefulShutdown() {
-                    let id = counter.withLock { value -> Int64 in
+                    unserved.connections.withLock { $0[ObjectIdentifier(connection.channel)] = nil }
+                    let id = counter.value.withLock { value -> Int64 in
                         value += 1
                         return value
                     }
@@ -110,6 +134,15 @@ public struct UnixSocketSource: Service {
             logger.debug("a socket client's connection ended with an error", metadata: ["connection": "\(id)", "error": "\(error)"])
         }
     }
+}
+
+/// Connections accepted and not yet handed to a connection task.
+final class Unserved: Sendable {
+    let connections = Mutex<[ObjectIdentifier: NIOAsyncChannel<SocketFrame, ByteBuffer>]>([:])
+}
+
+final class Counter: Sendable {
+    let value = Mutex<Int64>(0)
 }
 
 /// At most `limit` permits out at once; `acquire` waits for one.

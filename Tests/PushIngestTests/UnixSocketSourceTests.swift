@@ -10,7 +10,8 @@ import Glibc
 #endif
 
 /// A client of the socket source, on a real Unix socket.
-final class SocketClient {
+final class SocketClient: @unchecked Sendable {
+    // @unchecked Sendable: a test uses one client from one thread at a time.
     let descriptor: Int32
 
     init(path: String) throws {
@@ -99,12 +100,12 @@ struct UnixSocketSourceTests {
             while lines.count < 3 { lines += await queue.receive(limit: 10) }
             #expect(lines.map { String(decoding: $0.bytes, as: UTF8.self) } == ["{\"seq\":1}", "not json", "{\"seq\":3}"])
             #expect(lines.map(\.position) == [1, 2, 3] && lines.allSatisfy { $0.source == "socket" && $0.ack != nil })
-            #expect(client.answers(1, timeout: 0.3).isEmpty)  // nothing before completion
+            #expect(try await onThread { client.answers(1, timeout: 0.3) }.isEmpty)  // nothing before completion
             lines[2].ack!.complete(.accepted(seq: 3))  // the third completes first; answers keep line order
-            #expect(client.answers(1, timeout: 0.3).isEmpty)
+            #expect(try await onThread { client.answers(1, timeout: 0.3) }.isEmpty)
             lines[0].ack!.complete(.accepted(seq: 1))
             lines[1].ack!.complete(.rejected(seq: nil, reason: "invalid JSON"))
-            #expect(client.answers(3, timeout: 5) == [
+            #expect(try await onThread { client.answers(3, timeout: 30) } == [
                 #"{"seq":1,"ok":true}"#, #"{"seq":null,"ok":false,"error":"invalid JSON"}"#, #"{"seq":3,"ok":true}"#,
             ])
         }
@@ -176,11 +177,11 @@ struct UnixSocketSourceTests {
                 if count > 0 {
                     sent += count
                 } else {
-                    _ = client.answers(1_000_000, timeout: 0.01)  // read answers so that the source can write
+                    _ = try await onThread { client.answers(1_000_000, timeout: 0.01) }  // read answers so that the source can write
                 }
             }
             #expect(sent == stream.count)
-            _ = client.answers(1_000_000, timeout: 2)
+            _ = try await onThread { client.answers(1_000_000, timeout: 2) }
             drain.cancel()
         }
     }

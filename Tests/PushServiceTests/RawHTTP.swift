@@ -6,7 +6,8 @@ import Glibc
 
 /// A raw TCP conversation with a local server: for requests no HTTP client would send (broken
 /// heads, malformed chunks, slow senders).
-final class RawConnection {
+final class RawConnection: @unchecked Sendable {
+    // @unchecked Sendable: a test uses one connection from one thread at a time.
     let descriptor: Int32
 
     /// - Parameter receiveBuffer: the socket's receive buffer, set before connecting (so that
