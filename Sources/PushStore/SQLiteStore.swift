@@ -78,6 +78,27 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         }
     }
 
+    /// Inserts many new subscriptions in one transaction (imports, benchmarks); a tuple that
+    /// exists already fails the whole call.
+    public func insert(_ subscriptions: [Subscription]) async throws {
+        try await write { db in
+            let statement = try db.cachedStatement(
+                sql: """
+                    INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption,
+                                              created_at, expires_at)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            for subscription in subscriptions {
+                let tuple = subscription.tuple
+                try statement.execute(arguments: [
+                    subscription.id, tuple.app, tuple.uid, tuple.kind.rawValue, tuple.destination ?? "", tuple.path.string,
+                    tuple.context ?? "", subscription.mode.rawValue, subscription.format.rawValue,
+                    subscription.encryption.map { $0.json.description }, subscription.createdAt, subscription.expiresAt,
+                ])
+            }
+        }
+    }
+
     public func subscription(app: String, uid: String, id: String) async throws -> Subscription? {
         try await read { db in
             try Row.fetchOne(db, sql: "SELECT * FROM subscription WHERE id = ? AND app = ? AND uid = ?", arguments: [id, app, uid])

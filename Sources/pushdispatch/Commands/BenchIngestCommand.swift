@@ -1,0 +1,93 @@
+import ArgumentParser
+import Foundation
+import Logging
+import PushService
+
+/// Runs a Python reference script beside a measurement; `nil` when it cannot run.
+func runReference(_ script: String, _ arguments: [String]) -> [Double]? {
+    let scriptPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/\(script)").path
+    guard FileManager.default.fileExists(atPath: scriptPath) else { return nil }
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["python3", scriptPath] + arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return nil }
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    guard process.terminationStatus == 0 else { return nil }
+    return String(decoding: data, as: UTF8.self).split(whereSeparator: { $0 == " " || $0 == "\n" }).compactMap { Double($0) }
+}
+
+func temporaryFolder(_ name: String) throws -> String {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-bench-\(name)-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    return folder.path
+}
+
+struct BenchIngest: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "ingest",
+        abstract: "Records through parse → tree → match → payload → outbox commit (SQLite), with a Python reference on the same records.")
+
+    @Option(help: "Subscriptions in the store (at /users/{uid}/inbox).") var subscriptions = 10_000
+    @Option(help: "Records to ingest (puts of ~--value-bytes at random users' inboxes).") var records = 200_000
+    @Option(help: "Approximate size of each written value.") var valueBytes = 1_000
+    @Flag(help: "v2 payloads signed with HS256 instead of v1.") var v2 = false
+
+    func run() async throws {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .warning
+        let folder = try temporaryFolder("ingest")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let setup = ContinuousClock.now
+        let store = try await IngestBenchmark.prepare(folder: folder, subscriptions: subscriptions, v2: v2)
+        let lines = IngestBenchmark.records(count: records, subscriptions: subscriptions, valueBytes: valueBytes)
+        try Data(lines.map { $0 + [UInt8(ascii: "\n")] }.joined()).write(to: URL(fileURLWithPath: folder + "/records.ndjson"))
+        print("setup: \(subscriptions) subscriptions, \(records) records of ~\(valueBytes) bytes (\(ContinuousClock.now - setup))")
+        let result = try await IngestBenchmark.run(store: store, lines: lines, logger: logger)
+        print(
+            String(
+                format: "pushdispatch: %.0f records/s (%d records in %.2f s, %.1f MB/s of records; %@ payloads, outbox %d rows after coalescing)",
+                result.recordsPerSecond, result.records, result.seconds, Double(result.lineBytes) / result.seconds / 1e6, v2 ? "v2 HS256" : "v1",
+                result.notifications))
+        if let reference = runReference("bench_ingest_reference.py", [folder + "/records.ndjson", folder]), reference.count == 2 {
+            print(String(format: "reference (Python json + sqlite3, same records, same run): %.0f records/s", reference[0] / reference[1]))
+        } else {
+            print("reference: python3 not available")
+        }
+    }
+}
+
+struct BenchRestart: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "restart",
+        abstract: "Restart with a large tree: snapshot + journal restored as at start, memory per byte of tree, with a Python reference.")
+
+    @Option(help: "Size of the tree's compact JSON, in MB.") var megabytes = 100
+    @Option(help: "Records in the journal after the snapshot.") var journal = 100_000
+
+    func run() async throws {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .warning
+        let folder = try temporaryFolder("restart")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let (store, snapshot) = try await RestartBenchmark.prepare(folder: folder, megabytes: megabytes, journalRecords: journal)
+        try Data(snapshot).write(to: URL(fileURLWithPath: folder + "/snapshot.json"))
+        let (result, trees) = try await RestartBenchmark.run(store: store, logger: logger)
+        print(
+            String(
+                format: "pushdispatch: restored a %.1f MB snapshot and %d journal records in %.2f s; the trees hold %.1f MB resident (%.2f bytes per byte of compact JSON)",
+                Double(result.snapshotBytes) / 1e6, result.journalRecords, result.seconds, Double(result.residentBytes) / 1e6,
+                Double(result.residentBytes) / Double(result.snapshotBytes)))
+        withExtendedLifetime(trees) {}
+        if let reference = runReference("bench_restart_reference.py", [folder + "/snapshot.json"]), reference.count == 2 {
+            print(
+                String(
+                    format: "reference (Python json.loads of the same snapshot, same run): %.2f s, %.1f MB resident (%.2f bytes per byte)",
+                    reference[0], reference[1] / 1e6, reference[1] / Double(result.snapshotBytes)))
+        }
+    }
+}
