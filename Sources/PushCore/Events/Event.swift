@@ -54,6 +54,12 @@ public struct Event: Sendable, Equatable {
     /// to `after`; `nil` when there is nothing to tell (unchanged, or no child differs).
     public static func data(app: String, path: String, mode: Mode, before: JSON?, after: JSON?) -> Event? {
         if before == after { return nil }
+        return changed(app: app, path: path, mode: mode, before: before, after: after)
+    }
+
+    /// The event of a value known to differ from `before` to `after` (no comparison made):
+    /// `nil` only for a childEvent whose children are the same.
+    public static func changed(app: String, path: String, mode: Mode, before: JSON?, after: JSON?) -> Event? {
         switch mode {
         case .noData:
             return Event(app: app, path: path, body: .noData)

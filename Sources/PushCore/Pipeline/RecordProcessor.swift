@@ -29,18 +29,30 @@ public struct RecordProcessor: Sendable {
         -> (after: DataTree, changed: Bool, events: [(IndexMatch, Event)])
     {
         let before = trees[app] ?? DataTree()
+        // A write changes the tree exactly where it changes the value at one of its targets
+        // (the path of a put, each key of a patch): comparing there costs the size of the
+        // values written, where comparing whole trees would cost the size of their ancestors.
+        let targets: [(path: Path, value: JSON?)]
+        switch write {
+        case .put(let path, let value): targets = [(path, value)]
+        case .patch(let path, let updates): targets = updates.map { (path.appending($0.keys), $0.value) }
+        }
+        let changed = targets.filter { before.value(at: $0.path) != $0.value }.map(\.path)
+        if changed.isEmpty { return (before, false, []) }
         let after = before.applying(write)
-        if before == after { return (before, false, []) }
         var events: [(IndexMatch, Event)] = []
         for match in lookup.concerned(app: app, path: write.path) {
-            let old = before.value(at: match.path)
+            // At or above a changed target: changed. Below one: compare. Elsewhere: untouched.
             let new = after.value(at: match.path)
-            if old == new { continue }
+            let old = before.value(at: match.path)
+            if !changed.contains(where: { match.path.isPrefix(of: $0) }) {
+                guard changed.contains(where: { $0.isPrefix(of: match.path) }), old != new else { continue }
+            }
             if let new, new.compactLength(limit: settings.maxWeight) == nil {
                 events.append((match, Event(app: app, path: match.path.string, body: .revoke(.tooBig))))
                 continue
             }
-            if let event = Event.data(app: app, path: match.path.string, mode: match.mode, before: old, after: new) {
+            if let event = Event.changed(app: app, path: match.path.string, mode: match.mode, before: old, after: new) {
                 events.append((match, event))
             }
         }
