@@ -45,7 +45,7 @@ let package = Package(
         // Stores: SQLite (GRDB).
         .target(
             name: "PushStore",
-            dependencies: ["PushCore", .product(name: "GRDB", package: "GRDB.swift")]
+            dependencies: ["PushCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
         ),
         // Change-record sources: the queue-file tailer, the Unix socket, the dead-letter file.
         .target(

@@ -7,6 +7,12 @@ import ServiceLifecycle
 /// each batch's notifications, tree journal and source checkpoints commit in one transaction
 /// (group commit), then socket clients get their answers. A crash loses nothing and duplicates
 /// nothing: what was committed is resumed from, what was not is read again.
+///
+/// Processing and committing overlap: while batch N commits (the store's writer: SQLite pages
+/// and the fsync), batch N + 1 is processed (parse, trees, matching, payloads). Commits stay
+/// one at a time and in order, and nothing of a batch is answered or snapshotted before it
+/// committed, so a crash still loses nothing: batch N + 1 was neither committed nor
+/// checkpointed, and it is read again.
 struct Ingestor: Service {
     struct Configuration {
         /// Lines taken per batch at most (fewer when fewer wait: no batch waits to fill up).
@@ -29,8 +35,10 @@ struct Ingestor: Service {
     let now: @Sendable () -> Int64
     let logger: Logger
 
+    typealias SnapshotRequest = (app: String, tree: DataTree, through: Int64)
+
     func run() async throws {
-        let (snapshots, snapshotRequests) = AsyncStream<(app: String, tree: DataTree, through: Int64)>.makeStream()
+        let (snapshots, snapshotRequests) = AsyncStream<SnapshotRequest>.makeStream()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 // Snapshots are serialised and written beside the processing, which goes on.
@@ -40,18 +48,33 @@ struct Ingestor: Service {
             }
             defer { snapshotRequests.finish() }
             try await withGracefulShutdownHandler {
-                var state = State(pipeline: initial, builder: NotificationBuilder(sealers: sealers), loaded: loaded)
-                while true {
-                    let lines = await queue.receive(limit: configuration.batchLines)
-                    if lines.isEmpty { break }  // finished and drained
-                    let requests = try await process(lines, &state)
-                    for request in requests { snapshotRequests.yield(request) }
-                }
+                try await consume(snapshots: snapshotRequests)
             } onGracefulShutdown: {
                 queue.finish()
             }
             snapshotRequests.finish()
             try await group.waitForAll()
+        }
+    }
+
+    /// Takes batches from the queue until it is finished and drained, committing each while
+    /// the next is processed.
+    func consume(snapshots: AsyncStream<SnapshotRequest>.Continuation) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { commits in
+            var state = State(pipeline: initial, builder: NotificationBuilder(sealers: sealers), loaded: loaded)
+            var committing = false
+            while true {
+                let lines = await queue.receive(limit: configuration.batchLines)
+                if lines.isEmpty { break }  // finished and drained
+                let prepared = try await prepare(lines, &state)
+                // One commit at a time, in order.
+                if committing { try await commits.next() }
+                commits.addTask {
+                    for request in try await commit(prepared) { snapshots.yield(request) }
+                }
+                committing = true
+            }
+            try await commits.waitForAll()
         }
     }
 
@@ -67,21 +90,36 @@ struct Ingestor: Service {
         }
     }
 
-    /// Processes and commits one batch; returns the snapshots now due.
-    func process(_ lines: [IngestLine], _ state: inout State) async throws -> [(app: String, tree: DataTree, through: Int64)] {
+    /// A batch processed, to commit.
+    struct Prepared: Sendable {
+        var batch: CommitBatch
+        var letters: [DeadLetter]
+        var answers: [(IngestAck, AckResult)]
+        var lines: Int
+        var accepted: Int
+        /// Trees to snapshot once the batch committed (the trees as of this batch).
+        var snapshots: [(app: String, tree: DataTree)]
+    }
+
+    /// Processes one batch: the lines through the pipeline (the trees and the index move on),
+    /// the notifications built. Nothing is written.
+    func prepare(_ lines: [IngestLine], _ state: inout State) async throws -> Prepared {
         var batch = CommitBatch(now: now())
         var letters: [DeadLetter] = []
         var answers: [(IngestAck, AckResult)] = []
         var positions: [String: (position: Int64, identity: String?)] = [:]
         var accepted = 0
+        // The lines are applied in order; the notices of the batch's writes are resolved
+        // against the stored subscriptions in one read of the directory, then built.
+        var staged: [(record: ChangeRecord, notices: RecordPipeline.PendingNotices)] = []
         for line in lines {
             positions[line.source] = (line.resumePosition, line.fileIdentity)
-            let outcome: RecordPipeline.Outcome
+            let outcome: RecordPipeline.Staged
             if let length = line.overflow {
                 outcome = .rejected(RecordError("the line is \(length) bytes; a record is at most \(configuration.maxLineBytes) bytes"))
             } else {
                 outcome = try await retrying("reading subscriptions") {
-                    try await state.pipeline.process(line.bytes, source: line.source, lookup: registry, directory: registry)
+                    try await state.pipeline.stage(line.bytes, source: line.source, lookup: registry, directory: registry)
                 }
             }
             switch outcome {
@@ -95,24 +133,29 @@ struct Ingestor: Service {
                     batch.journal[record.app, default: []] += line.bytes
                     batch.journal[record.app]!.append(UInt8(ascii: "\n"))
                 }
-                for notice in notices {
-                    let entry: OutboxEntry?
-                    do {
-                        entry = OutboxEntry(notice, payload: try state.builder.payload(notice).bytes, recordSeq: record.seq)
-                    } catch {
-                        logger.error(
-                            "a notification cannot be built; it is not sent",
-                            metadata: ["subscription": "\(notice.subscription.id)", "seq": "\(record.seq)", "error": "\(error)"])
-                        entry = nil
-                    }
-                    let handle = notice.subscription.handle ?? 0
-                    if notice.revokes {
-                        batch.operations.append(.revoke(handle: handle, notification: entry, condition: .exists))
-                    } else if let entry {
-                        batch.operations.append(.notify(entry))
-                    }
-                }
+                if !notices.events.isEmpty || !notices.resolved.isEmpty { staged.append((record, notices)) }
                 if let ack = line.ack { answers.append((ack, .accepted(seq: record.seq))) }
+            }
+        }
+        let handles = staged.flatMap(\.notices.handles)
+        let stored = handles.isEmpty ? [:] : try await retrying("reading subscriptions") { try await registry.subscriptions(handles: handles) }
+        for (record, pending) in staged {
+            for notice in pending.resolve(stored) {
+                let entry: OutboxEntry?
+                do {
+                    entry = OutboxEntry(notice, payload: try state.builder.payload(notice).bytes, recordSeq: record.seq)
+                } catch {
+                    logger.error(
+                        "a notification cannot be built; it is not sent",
+                        metadata: ["subscription": "\(notice.subscription.id)", "seq": "\(record.seq)", "error": "\(error)"])
+                    entry = nil
+                }
+                let handle = notice.subscription.handle ?? 0
+                if notice.revokes {
+                    batch.operations.append(.revoke(handle: handle, notification: entry, condition: .exists))
+                } else if let entry {
+                    batch.operations.append(.notify(entry))
+                }
             }
         }
         for (source, position) in positions.sorted(by: { $0.key < $1.key }) {
@@ -120,27 +163,41 @@ struct Ingestor: Service {
                 SourceCheckpoint(
                     source: source, lastSeq: state.pipeline.watermarks[source], position: position.position, fileIdentity: position.identity))
         }
-        // Rejected lines are on disk before the checkpoint that skips them commits.
-        try await retrying("writing the dead-letter file") { try deadLetters.append(letters) }
-        if !letters.isEmpty {
-            logger.warning("change records rejected; see the dead-letter file", metadata: ["count": "\(letters.count)", "file": "\(deadLetters.path)"])
-        }
-        let result = try await retrying("committing a batch") { try await store.commit(batch) }
-        for (ack, answer) in answers { ack.complete(answer) }
-        if !result.revoked.isEmpty { registry.nudge() }
-        logger.debug(
-            "batch committed",
-            metadata: ["lines": "\(lines.count)", "accepted": "\(accepted)", "queued": "\(result.queued)", "coalesced": "\(result.coalesced)"])
-
-        var due: [(app: String, tree: DataTree, through: Int64)] = []
+        var snapshots: [(app: String, tree: DataTree)] = []
         for (app, bytes) in batch.journal {
             state.journalBytes[app, default: 0] += bytes.count
-            if state.journalBytes[app]! >= configuration.snapshotAfterBytes, let through = result.journalIDs[app] {
-                due.append((app, state.pipeline.processor.trees[app] ?? DataTree(), through))
+            if state.journalBytes[app]! >= configuration.snapshotAfterBytes {
+                snapshots.append((app, state.pipeline.processor.trees[app] ?? DataTree()))
                 state.journalBytes[app] = 0
             }
         }
-        return due
+        return Prepared(batch: batch, letters: letters, answers: answers, lines: lines.count, accepted: accepted, snapshots: snapshots)
+    }
+
+    /// Commits a prepared batch, then answers its socket clients; returns the snapshots now due.
+    func commit(_ prepared: Prepared) async throws -> [SnapshotRequest] {
+        // Rejected lines are on disk before the checkpoint that skips them commits.
+        try await retrying("writing the dead-letter file") { try deadLetters.append(prepared.letters) }
+        if !prepared.letters.isEmpty {
+            logger.warning(
+                "change records rejected; see the dead-letter file", metadata: ["count": "\(prepared.letters.count)", "file": "\(deadLetters.path)"])
+        }
+        let result = try await retrying("committing a batch") { try await store.commit(prepared.batch) }
+        for (ack, answer) in prepared.answers { ack.complete(answer) }
+        if !result.revoked.isEmpty { registry.nudge() }
+        logger.debug(
+            "batch committed",
+            metadata: [
+                "lines": "\(prepared.lines)", "accepted": "\(prepared.accepted)", "queued": "\(result.queued)", "coalesced": "\(result.coalesced)",
+            ])
+        return prepared.snapshots.compactMap { snapshot in
+            result.journalIDs[snapshot.app].map { (snapshot.app, snapshot.tree, $0) }
+        }
+    }
+
+    /// Processes and commits one batch (no overlap); returns the snapshots now due.
+    func process(_ lines: [IngestLine], _ state: inout State) async throws -> [SnapshotRequest] {
+        try await commit(try await prepare(lines, &state))
     }
 
     func writeSnapshot(_ app: String, _ tree: DataTree, through: Int64) async {

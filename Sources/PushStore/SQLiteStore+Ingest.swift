@@ -7,37 +7,70 @@ extension SQLiteStore: IngestStore {
     static let snapshotChunkBytes = 4 << 20
 
     public func commit(_ batch: CommitBatch) async throws -> CommitResult {
-        try await write { db in
-            var result = CommitResult()
-            let coalesce = try db.cachedStatement(
-                sql: "DELETE FROM notification WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL")
-            let insertIfSubscribed = try db.cachedStatement(
-                sql: """
-                    INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
-                                              payload, record_seq, created_at, next_attempt_at)
-                    SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM subscription WHERE handle = ?)
-                    """)
-            let insert = try db.cachedStatement(
-                sql: """
-                    INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
-                                              payload, record_seq, created_at, next_attempt_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
-            func arguments(_ entry: OutboxEntry) -> StatementArguments {
-                [
-                    entry.app, entry.subscriptionHandle, entry.subscriptionID, entry.kind.rawValue, entry.target, entry.destination,
-                    entry.notification.rawValue, entry.notification.coalesces, Data(entry.payload), entry.recordSeq, batch.now, batch.now,
-                ]
+        var result = CommitResult()
+        let operations = Self.coalescedInBatch(batch.operations, coalesced: &result.coalesced)
+        let initial = result
+        return try await write { db in
+            var result = initial
+            // A value/noData notification replaces the content of its subscription's waiting one
+            // in place: the row keeps its place, creation time and retry schedule (a
+            // subscription that is backing off stays so), and no index changes.
+            let replaceWaiting = try RawStatement(
+                db,
+                """
+                UPDATE notification SET event = ?, payload = ?, record_seq = ?
+                WHERE id = (SELECT max(id) FROM notification
+                            WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL)
+                """)
+            let dropWaiting = try RawStatement(
+                db, "DELETE FROM notification WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL")
+            let insertIfSubscribed = try RawStatement(
+                db,
+                """
+                INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                          payload, record_seq, created_at, next_attempt_at)
+                SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM subscription WHERE handle = ?)
+                """)
+            let insert = try RawStatement(
+                db,
+                """
+                INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                          payload, record_seq, created_at, next_attempt_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            func bindRow(_ binder: inout RawStatement.Binder, _ entry: OutboxEntry) throws {
+                try binder.bind(entry.app)
+                try binder.bind(entry.subscriptionHandle)
+                try binder.bind(entry.subscriptionID)
+                try binder.bind(entry.kind.rawValue)
+                try binder.bind(entry.target)
+                try binder.bind(entry.destination)
+                try binder.bind(entry.notification.rawValue)
+                try binder.bind(entry.notification.coalesces)
+                try binder.bind(blob: entry.payload)
+                try binder.bind(entry.recordSeq)
+                try binder.bind(batch.now)
+                try binder.bind(batch.now)
             }
-            for operation in batch.operations {
+            for operation in operations {
                 switch operation {
                 case .notify(let entry):
                     if entry.notification.coalesces {
-                        try coalesce.execute(arguments: [entry.subscriptionHandle])
-                        result.coalesced += db.changesCount
+                        let replaced = try replaceWaiting.run { binder in
+                            try binder.bind(entry.notification.rawValue)
+                            try binder.bind(blob: entry.payload)
+                            try binder.bind(entry.recordSeq)
+                            try binder.bind(entry.subscriptionHandle)
+                        }
+                        if replaced > 0 {
+                            result.coalesced += replaced
+                            continue
+                        }
                     }
-                    try insertIfSubscribed.execute(arguments: arguments(entry) + [entry.subscriptionHandle])
-                    result.queued += db.changesCount
+                    result.queued += try insertIfSubscribed.run { binder in
+                        try bindRow(&binder, entry)
+                        try binder.bind(entry.subscriptionHandle)
+                    }
                 case .revoke(let handle, let entry, let condition):
                     switch condition {
                     case .exists:
@@ -49,16 +82,19 @@ extension SQLiteStore: IngestStore {
                     }
                     guard condition == .alreadyRemoved || db.changesCount > 0 else { continue }
                     if condition != .alreadyRemoved { result.revoked.append(handle) }
-                    try coalesce.execute(arguments: [handle])
-                    result.coalesced += db.changesCount
+                    result.coalesced += try dropWaiting.run { try $0.bind(handle) }
                     if let entry {
-                        try insert.execute(arguments: arguments(entry))
+                        try insert.run { try bindRow(&$0, entry) }
                         result.queued += 1
                     }
                 }
             }
+            let journal = try RawStatement(db, "INSERT INTO tree_journal (app, records) VALUES (?, ?)")
             for app in batch.journal.keys.sorted() {
-                try db.execute(sql: "INSERT INTO tree_journal (app, records) VALUES (?, ?)", arguments: [app, Data(batch.journal[app]!)])
+                try journal.run { binder in
+                    try binder.bind(app)
+                    try binder.bind(blob: batch.journal[app]!)
+                }
                 result.journalIDs[app] = db.lastInsertedRowID
             }
             for checkpoint in batch.checkpoints {
@@ -75,6 +111,29 @@ extension SQLiteStore: IngestStore {
             }
             return result
         }
+    }
+
+    /// Coalesces `value`/`noData` notifications of one subscription within the batch as the
+    /// store does across batches: the first one waiting takes the content of the last, which is
+    /// dropped (counted in `coalesced`). So the outbox is the same however records were
+    /// batched. A revocation between the two drops the merged one as it would have dropped
+    /// the first.
+    static func coalescedInBatch(_ operations: [OutboxOperation], coalesced: inout Int) -> [OutboxOperation] {
+        var first: [Int64: Int] = [:]
+        var merged = operations
+        var dropped = Set<Int>()
+        for (index, operation) in operations.enumerated() {
+            guard case .notify(let entry) = operation, entry.notification.coalesces else { continue }
+            if let earlier = first[entry.subscriptionHandle] {
+                merged[earlier] = .notify(entry)
+                dropped.insert(index)
+            } else {
+                first[entry.subscriptionHandle] = index
+            }
+        }
+        guard !dropped.isEmpty else { return operations }
+        coalesced += dropped.count
+        return merged.enumerated().filter { !dropped.contains($0.offset) }.map(\.element)
     }
 
     public func checkpoints() async throws -> [SourceCheckpoint] {

@@ -172,8 +172,10 @@ struct CrashTests {
         var fed = 0
         var kills = 0
         while kills < 25 {
-            if fed < lines.count {
-                let chunk = min(lines.count - fed, 150 + random.below(250))
+            // The last 100 lines are kept for the final run: its consuming them shows it is up
+            // (signal handlers installed) before it is asked to stop.
+            if fed < lines.count - 100 {
+                let chunk = min(lines.count - 100 - fed, 150 + random.below(250))
                 try Self.append(lines[fed..<(fed + chunk)], to: crashed)
                 fed += chunk
             }
@@ -184,7 +186,7 @@ struct CrashTests {
             kills += 1
 
         }
-        if fed < lines.count { try Self.append(lines[fed...], to: crashed) }
+        try Self.append(lines[fed...], to: crashed)
         let last = try Self.start(crashed)
         #expect(try await Self.waitUntilConsumed(crashed))
         last.terminate()

@@ -25,14 +25,64 @@ struct IngestStoreContractTests {
         first.operations = [.notify(entry(value, v, .value, payload: "1")), .notify(entry(child, c, .childEvent, payload: "a"))]
         _ = try await store.commit(first)
         var second = CommitBatch(now: 2)
-        second.operations = [.notify(entry(value, v, .value, payload: "2")), .notify(entry(child, c, .childEvent, payload: "b"))]
+        var newer = entry(value, v, .value, payload: "2")
+        newer.recordSeq = 2
+        second.operations = [.notify(newer), .notify(entry(child, c, .childEvent, payload: "b"))]
         let result = try await store.commit(second)
-        #expect(result.coalesced == 1 && result.queued == 2)
+        #expect(result.coalesced == 1 && result.queued == 1)
+        // The waiting value notification took the newer content in place: it keeps its place
+        // and the time since which its subscription waits.
         let queued = try await store.notifications(limit: 10)
-        #expect(queued.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a", "2", "b"])
-        #expect(queued.map(\.createdAt) == [1, 2, 2])
+        #expect(queued.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["2", "a", "b"])
+        #expect(queued.map(\.createdAt) == [1, 1, 2])
+        #expect(queued.map(\.entry.recordSeq) == [2, 1, 1])
         let depth = try await store.outboxDepth()
         #expect(depth.count == 3 && depth.oldest == 1)
+    }
+
+    @Test("a waiting notification that is backing off keeps its schedule when replaced; one in flight is not replaced")
+    func coalescingKeepsScheduleSparesInFlight() async throws {
+        let sqlite = try StoreKind.sqlite.make().store as! SQLiteStore
+        let value = makeSubscription(path: "/v", mode: .value)
+        let v = try await stored(sqlite, value)
+        var first = CommitBatch(now: 1)
+        first.operations = [.notify(entry(value, v, .value, payload: "1"))]
+        _ = try await sqlite.commit(first)
+        try await sqlite.pool.write { db in
+            try db.execute(sql: "UPDATE notification SET attempts = 3, first_attempt_at = 5, next_attempt_at = 9000")
+        }
+        var second = CommitBatch(now: 2)
+        second.operations = [.notify(entry(value, v, .value, payload: "2"))]
+        _ = try await sqlite.commit(second)
+        var rows = try await sqlite.notifications(limit: 10)
+        #expect(rows.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["2"])
+        #expect(rows.map(\.attempts) == [3] && rows.map(\.nextAttemptAt) == [9000])
+        // In flight: a newer notification queues behind it.
+        try await sqlite.pool.write { db in try db.execute(sql: "UPDATE notification SET claimed_until = 99999, claimed_by = 'x'") }
+        var third = CommitBatch(now: 3)
+        third.operations = [.notify(entry(value, v, .value, payload: "3"))]
+        let result = try await sqlite.commit(third)
+        #expect(result.queued == 1 && result.coalesced == 0)
+        rows = try await sqlite.notifications(limit: 10)
+        #expect(rows.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["2", "3"])
+    }
+
+    @Test("in one batch, a subscription's value/noData notifications make one, in the place of the first, as across batches", arguments: StoreKind.all)
+    func coalescingInBatch(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let value = makeSubscription(path: "/v", mode: .value)
+        let child = makeSubscription(path: "/c", mode: .childEvent)
+        let v = try await stored(store, value)
+        let c = try await stored(store, child)
+        var batch = CommitBatch(now: 1)
+        batch.operations = [
+            .notify(entry(value, v, .value, payload: "1")), .notify(entry(child, c, .childEvent, payload: "a")),
+            .notify(entry(value, v, .value, payload: "2")), .notify(entry(child, c, .childEvent, payload: "b")),
+            .notify(entry(value, v, .value, payload: "3")),
+        ]
+        let result = try await store.commit(batch)
+        #expect(result.coalesced == 2 && result.queued == 3)
+        #expect(try await store.notifications(limit: 10).map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["3", "a", "b"])
     }
 
     @Test("a notification for a subscription that is gone is not queued", arguments: StoreKind.all)

@@ -44,6 +44,39 @@ public struct RecordPipeline: Sendable {
         case accepted(ChangeRecord, changedTree: Bool, notices: [Notice])
     }
 
+    /// A line applied, its notices not yet resolved against the stored subscriptions: the
+    /// service resolves a whole batch's in one read of the directory.
+    public enum Staged: Sendable {
+        case rejected(RecordError)
+        case accepted(ChangeRecord, changedTree: Bool, notices: PendingNotices)
+    }
+
+    /// The notices of an accepted record: events for subscriptions known by handle (a write's),
+    /// or notices already resolved (a revocation record's, which needs the documents to filter
+    /// by uid).
+    public struct PendingNotices: Sendable {
+        public var events: [(handle: Int64, event: Event)] = []
+        public var resolved: [Notice] = []
+
+        public init() {}
+
+        /// The handles to read from the directory.
+        public var handles: [Int64] { events.map(\.handle) }
+
+        /// The notices, in delivery order (by subscription id, byte order), given the stored
+        /// subscriptions: a subscription missing from `stored` was removed meanwhile and is
+        /// not told.
+        public func resolve(_ stored: [Int64: Subscription]) -> [Notice] {
+            var notices = resolved
+            for (handle, event) in events {
+                guard let subscription = stored[handle] else { continue }
+                notices.append(Notice(subscription: subscription, event: event))
+            }
+            if notices.count > 1 { notices.sort { lexicographicCompareUTF8($0.subscription.id, $1.subscription.id) < 0 } }
+            return notices
+        }
+    }
+
     /// Parses and applies one line from `source`. Throws only when the directory cannot be
     /// read; then nothing changed, and the caller may process the line again. A bad line is an
     /// outcome, not an error.
@@ -63,24 +96,54 @@ public struct RecordPipeline: Sendable {
     public mutating func process(
         _ record: ChangeRecord, source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
     ) async throws -> Outcome {
+        switch try await stage(record, source: source, lookup: lookup, directory: directory, resolving: true) {
+        case .rejected(let error):
+            return .rejected(error)
+        case .accepted(let record, let changedTree, let pending):
+            return .accepted(record, changedTree: changedTree, notices: pending.resolve([:]))
+        }
+    }
+
+    /// Parses and applies one line from `source`, leaving a write's notices unresolved.
+    public mutating func stage(
+        _ line: [UInt8], source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
+    ) async throws -> Staged {
+        let record: ChangeRecord
+        do {
+            record = try ChangeRecord.parse(line)
+        } catch {
+            return .rejected(error)
+        }
+        return try await stage(record, source: source, lookup: lookup, directory: directory, resolving: false)
+    }
+
+    /// Applies one parsed record from `source`. A write's notices are left unresolved unless
+    /// `resolving`; the directory is read (before anything changes: if it throws, nothing did)
+    /// for a revocation record, and for a write when `resolving`.
+    public mutating func stage(
+        _ record: ChangeRecord, source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory,
+        resolving: Bool
+    ) async throws -> Staged {
         if let last = watermarks[source], record.seq <= last {
             let what = record.seq == last ? "repeats" : "goes back from"
             return .rejected(
                 RecordError("seq \(record.seq) \(what) the last accepted seq \(last) of this source; seq must increase", seq: record.seq))
         }
         var changedTree = false
-        var notices: [Notice] = []
+        var pending = PendingNotices()
         switch record.operation {
         case .write(let write):
-            // Nothing changes until the directory answered: if it throws, the record can be
-            // processed again as if for the first time.
             let (after, changed, events) = processor.effects(of: write, app: record.app, lookup: lookup, settings: settings(record.app))
             changedTree = changed
             if !events.isEmpty {
-                let stored = try await directory.subscriptions(handles: events.map(\.0.handle))
-                for (match, event) in events {
-                    guard let subscription = stored[match.handle] else { continue }  // removed meanwhile
-                    notices.append(Notice(subscription: subscription, event: event))
+                if resolving {
+                    let stored = try await directory.subscriptions(handles: events.map(\.0.handle))
+                    for (match, event) in events {
+                        guard let subscription = stored[match.handle] else { continue }  // removed meanwhile
+                        pending.resolved.append(Notice(subscription: subscription, event: event))
+                    }
+                } else {
+                    pending.events = events.map { (handle: $0.0.handle, event: $0.1) }
                 }
                 let revoked = events.filter { if case .revoke = $0.1.body { return true } else { return false } }.map(\.0)
                 if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
@@ -94,15 +157,14 @@ public struct RecordPipeline: Sendable {
                 for match in candidates {
                     guard let subscription = stored[match.handle], uid.map({ utf8Equal(subscription.uid, $0) }) ?? true else { continue }
                     revoked.append(match)
-                    notices.append(
+                    pending.resolved.append(
                         Notice(subscription: subscription, event: Event(app: record.app, path: subscription.path.string, body: .revoke(reason))))
                 }
                 if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
             }
         }
-        notices.sort { lexicographicCompareUTF8($0.subscription.id, $1.subscription.id) < 0 }
         watermarks[source] = record.seq
-        return .accepted(record, changedTree: changedTree, notices: notices)
+        return .accepted(record, changedTree: changedTree, notices: pending)
     }
 }
 

@@ -50,9 +50,10 @@ struct BenchIngest: AsyncParsableCommand {
         let result = try await IngestBenchmark.run(store: store, lines: lines, logger: logger)
         print(
             String(
-                format: "pushdispatch: %.0f records/s (%d records in %.2f s, %.1f MB/s of records; %@ payloads, outbox %d rows after coalescing)",
+                format:
+                    "pushdispatch: %.0f records/s (%d records in %.2f s, %.1f MB/s of records; %@ payloads, outbox %d rows after coalescing; CPU %.2f s = %.1f µs per record, all threads)",
                 result.recordsPerSecond, result.records, result.seconds, Double(result.lineBytes) / result.seconds / 1e6, v2 ? "v2 HS256" : "v1",
-                result.notifications))
+                result.notifications, result.cpuSeconds, result.cpuSeconds / Double(max(1, result.records)) * 1e6))
         if let reference = runReference("bench_ingest_reference.py", [folder + "/records.ndjson", folder]), reference.count == 2 {
             print(String(format: "reference (Python json + sqlite3, same records, same run): %.0f records/s", reference[0] / reference[1]))
         } else {

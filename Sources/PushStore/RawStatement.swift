@@ -1,0 +1,109 @@
+import GRDB
+import GRDBSQLite
+
+/// A prepared statement of the hot path (the ingestion commit) bound and stepped through the
+/// SQLite C API: no `StatementArguments` (an array of boxed values per row) and no copy of a
+/// payload into `Data`. The blob and text bytes are bound `SQLITE_STATIC`: they are only read
+/// during ``run()``, while the caller's buffers are alive.
+///
+/// Use it inside one `write` closure, on GRDB's writer connection, from a statement GRDB
+/// prepared (`cachedStatement`); every run resets it, so GRDB finds it clean.
+struct RawStatement {
+    let statement: SQLiteStatement
+    let connection: SQLiteConnection
+
+    init(_ db: Database, _ sql: String) throws {
+        let prepared = try db.cachedStatement(sql: sql)
+        guard let connection = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the connection is closed") }
+        self.statement = prepared.sqliteStatement
+        self.connection = connection
+    }
+
+    /// Runs the statement with `bind` setting its parameters (1-based); returns the number of
+    /// rows it changed.
+    @discardableResult
+    func run(_ bind: (inout Binder) throws -> Void) throws -> Int {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        var binder = Binder(statement: statement, connection: connection)
+        try bind(&binder)
+        while true {
+            let code = sqlite3_step(statement)
+            switch code {
+            case SQLITE_DONE:
+                return Int(sqlite3_changes(connection))
+            case SQLITE_ROW:
+                continue
+            default:
+                throw error(code)
+            }
+        }
+    }
+
+    func error(_ code: CInt) -> DatabaseError {
+        let message = sqlite3_errmsg(connection).map { String(cString: $0) }
+        return DatabaseError(resultCode: ResultCode(rawValue: sqlite3_extended_errcode(connection)), message: message ?? "SQLite error \(code)")
+    }
+
+    /// Sets parameters in order.
+    struct Binder {
+        let statement: SQLiteStatement
+        let connection: SQLiteConnection
+        var index: CInt = 1
+
+        mutating func bind(_ value: Int64) throws {
+            try check(sqlite3_bind_int64(statement, index, value))
+        }
+
+        mutating func bind(_ value: Int64?) throws {
+            if let value { try bind(value) } else { try check(sqlite3_bind_null(statement, index)) }
+        }
+
+        mutating func bind(_ value: Bool) throws {
+            try bind(Int64(value ? 1 : 0))
+        }
+
+        mutating func bind(_ value: String?) throws {
+            guard var value else { return try check(sqlite3_bind_null(statement, index)) }
+            guard let length = CInt(exactly: value.utf8.count) else {
+                throw DatabaseError(resultCode: .SQLITE_TOOBIG, message: "a text of \(value.utf8.count) bytes is too big for SQLite")
+            }
+            // Bound as a copy (SQLITE_TRANSIENT): a Swift string's bytes may be temporary.
+            let statement = statement
+            let index = index
+            let code = value.withUTF8 { bytes -> CInt in
+                guard let base = bytes.baseAddress, length > 0 else { return sqlite3_bind_text(statement, index, "", 0, sqliteTransient) }
+                return UnsafeRawPointer(base).withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                    sqlite3_bind_text(statement, index, $0, length, sqliteTransient)
+                }
+            }
+            try check(code)
+        }
+
+        /// Binds `bytes` as a blob, copied by SQLite (the buffer is only valid in this call).
+        mutating func bind(blob bytes: [UInt8]) throws {
+            guard let length = CInt(exactly: bytes.count) else {
+                throw DatabaseError(resultCode: .SQLITE_TOOBIG, message: "a value of \(bytes.count) bytes is too big for SQLite")
+            }
+            let code = bytes.withUnsafeBytes { buffer in
+                // A zero-length blob still needs a non-null pointer, or SQLite binds NULL.
+                sqlite3_bind_blob(statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), length, sqliteTransient)
+            }
+            try check(code)
+        }
+
+        private mutating func check(_ code: CInt) throws {
+            guard code == SQLITE_OK else {
+                throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "cannot bind parameter \(index)")
+            }
+            index += 1
+        }
+    }
+}
+
+/// `SQLITE_TRANSIENT`: SQLite copies the bound bytes before the bind call returns.
+let sqliteTransient = unsafeBitCast(Int(-1), to: sqlite3_destructor_type.self)
