@@ -2,12 +2,19 @@ import ArgumentParser
 import Foundation
 import Logging
 import PushService
+import PushStore
+
+/// The path of a reference script in the source tree's `scripts/` (benchmarks run from a
+/// checkout); `nil` when it is not there.
+func referenceScript(_ name: String) -> String? {
+    let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent("scripts/\(name)").path
+    return FileManager.default.fileExists(atPath: path) ? path : nil
+}
 
 /// Runs a Python reference script beside a measurement; `nil` when it cannot run.
 func runReference(_ script: String, _ arguments: [String]) -> [Double]? {
-    let scriptPath = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("scripts/\(script)").path
-    guard FileManager.default.fileExists(atPath: scriptPath) else { return nil }
+    guard let scriptPath = referenceScript(script) else { return nil }
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
     process.arguments = ["python3", scriptPath] + arguments
@@ -69,21 +76,41 @@ struct BenchRestart: AsyncParsableCommand {
 
     @Option(help: "Size of the tree's compact JSON, in MB.") var megabytes = 100
     @Option(help: "Records in the journal after the snapshot.") var journal = 100_000
+    @Option(help: .hidden) var loadOnly: String?
 
     func run() async throws {
         var logger = Logger(label: "bench")
         logger.logLevel = .warning
+        if let loadOnly {
+            // The child: a fresh process restores the store, as a restarted service would, so
+            // the memory the trees hold is not hidden by pages the preparation freed.
+            let (result, trees) = try await RestartBenchmark.run(store: try SQLiteStore(path: loadOnly), logger: logger)
+            print(result.seconds, result.residentBytes, result.snapshotBytes, result.journalRecords)
+            withExtendedLifetime(trees) {}
+            return
+        }
         let folder = try temporaryFolder("restart")
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let (store, snapshot) = try await RestartBenchmark.prepare(folder: folder, megabytes: megabytes, journalRecords: journal)
         try Data(snapshot).write(to: URL(fileURLWithPath: folder + "/snapshot.json"))
-        let (result, trees) = try await RestartBenchmark.run(store: store, logger: logger)
+        withExtendedLifetime(store) {}
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        child.arguments = ["bench", "restart", "--load-only", folder + "/restart.db"]
+        let pipe = Pipe()
+        child.standardOutput = pipe
+        try child.run()
+        let output = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        child.waitUntilExit()
+        let fields = output.split(whereSeparator: \.isWhitespace).compactMap { Double($0) }
+        guard child.terminationStatus == 0, fields.count == 4 else {
+            throw ValidationError("the restoring process failed (status \(child.terminationStatus)): \(output)")
+        }
         print(
             String(
-                format: "pushdispatch: restored a %.1f MB snapshot and %d journal records in %.2f s; the trees hold %.1f MB resident (%.2f bytes per byte of compact JSON)",
-                Double(result.snapshotBytes) / 1e6, result.journalRecords, result.seconds, Double(result.residentBytes) / 1e6,
-                Double(result.residentBytes) / Double(result.snapshotBytes)))
-        withExtendedLifetime(trees) {}
+                format: "pushdispatch: restored a %.1f MB snapshot and %.0f journal records in %.2f s (a fresh process); the trees hold %.1f MB resident (%.2f bytes per byte of compact JSON)",
+                fields[2] / 1e6, fields[3], fields[0], fields[1] / 1e6, fields[1] / fields[2]))
+        let result = (snapshotBytes: Int(fields[2]), seconds: fields[0])
         if let reference = runReference("bench_restart_reference.py", [folder + "/snapshot.json"]), reference.count == 2 {
             print(
                 String(
