@@ -12,6 +12,7 @@ let package = Package(
         .library(name: "PushAPI", targets: ["PushAPI"]),
         .library(name: "PushService", targets: ["PushService"]),
         .library(name: "PushIngest", targets: ["PushIngest"]),
+        .library(name: "PushDelivery", targets: ["PushDelivery"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -55,6 +56,20 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // Delivery: provider answers, messages, access tokens, senders and the dispatcher.
+        .target(
+            name: "PushDelivery",
+            dependencies: [
+                "PushCore",
+                "PushJOSE",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -111,6 +126,7 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        .testTarget(name: "PushDeliveryTests", dependencies: ["PushDelivery", "PushTestSupport"]),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushJOSE"]),
         .testTarget(name: "PushIngestTests", dependencies: ["PushIngest", "PushTestSupport", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(

@@ -1,0 +1,245 @@
+import PushCore
+
+/// A provider's HTTP answer, as the classifiers read it.
+public struct ProviderAnswer: Sendable {
+    public var status: Int
+    /// The `Retry-After` header, if any.
+    public var retryAfter: String?
+    public var body: [UInt8]
+
+    public init(status: Int, retryAfter: String? = nil, body: [UInt8]) {
+        self.status = status
+        self.retryAfter = retryAfter
+        self.body = body
+    }
+}
+
+/// The classification of provider answers (SPEC §8 table; `reference/provider-apis.md` §2, §4,
+/// §7). Pure functions of the answer: table-driven tests cover every row.
+public enum AnswerClassifier {
+    // MARK: - FCM
+
+    /// An FCM HTTP v1 `messages:send` answer. Classified by the first `FcmError.errorCode`,
+    /// then the top-level `status`, then the HTTP status.
+    public static func fcm(_ answer: ProviderAnswer, now: Int64) -> DeliveryOutcome {
+        let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
+        let json = try? JSONParser.parse(answer.body)
+        if (200..<300).contains(answer.status) {
+            return .delivered(reference: json?["name"]?.stringValue)
+        }
+        let error = json?["error"]
+        let message = error?["message"]?.stringValue ?? ""
+        let status = error?["status"]?.stringValue
+        var errorCode: String?
+        var violations: [String] = []
+        for detail in error?["details"]?.arrayValue ?? [] {
+            let type = detail["@type"]?.stringValue ?? ""
+            if type.hasSuffix("google.firebase.fcm.v1.FcmError"), errorCode == nil {
+                errorCode = detail["errorCode"]?.stringValue
+            }
+            if type.hasSuffix("google.rpc.BadRequest") {
+                for violation in detail["fieldViolations"]?.arrayValue ?? [] {
+                    if let field = violation["field"]?.stringValue { violations.append(field) }
+                }
+            }
+        }
+        let summary = describe(http: answer.status, code: errorCode ?? status, message: message)
+        let aboutToken =
+            violations.contains("message.token") || message.lowercased().contains("registration token")
+
+        switch errorCode {
+        case "UNREGISTERED", "SENDER_ID_MISMATCH":
+            return .revokeDeadToken(reason: summary)
+        case "INVALID_ARGUMENT":
+            return aboutToken ? .revokeDeadToken(reason: summary) : .failed(reason: summary)
+        case "QUOTA_EXCEEDED":
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
+        case "UNAVAILABLE", "INTERNAL", "UNSPECIFIED_ERROR":
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
+            return .pause(reason: summary)
+        default:
+            break
+        }
+        switch status {
+        case "UNAUTHENTICATED":
+            return .refreshCredentials(reason: summary)
+        case "PERMISSION_DENIED":
+            return .pause(reason: summary)
+        case "RESOURCE_EXHAUSTED":
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
+        case "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED":
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case "INVALID_ARGUMENT":
+            return aboutToken ? .revokeDeadToken(reason: summary) : .failed(reason: summary)
+        default:
+            break
+        }
+        return byHTTPStatus(answer.status, summary: summary, retryAfter: retryAfter)
+    }
+
+    /// The HTTP-status fallback shared by FCM and HMS: what an answer means when its body says
+    /// nothing we know.
+    static func byHTTPStatus(_ status: Int, summary: String, retryAfter: Int64?) -> DeliveryOutcome {
+        switch status {
+        case 429:
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
+        case 408, 500...599:
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case 401:
+            return .refreshCredentials(reason: summary)
+        case 403:
+            // Permission denied without a per-token error: the service account's rights.
+            return .pause(reason: summary)
+        case 404:
+            // A 404 without UNREGISTERED is a wrong endpoint or project: ours, not the device's.
+            return .pause(reason: summary)
+        case 400:
+            return .failed(reason: summary)
+        case 402...499:
+            return .revoke(reason: summary)
+        default:
+            // 1xx, 3xx and nonsense: an endpoint that is not the provider.
+            return .pause(reason: summary)
+        }
+    }
+
+    // MARK: - HMS
+
+    /// An HMS Push Kit `messages:send` answer for one device token. `code` is read whatever the
+    /// HTTP status (business errors come with 200).
+    public static func hms(_ answer: ProviderAnswer, token: String, now: Int64) -> DeliveryOutcome {
+        let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
+        let json = try? JSONParser.parse(answer.body)
+        let code: String? =
+            json?["code"]?.stringValue ?? json?["code"]?.integerValue.map { String($0) }
+        let message = json?["msg"]?.stringValue ?? ""
+        let summary = describe(http: answer.status, code: code, message: message)
+        switch answer.status {
+        case 502, 504, 500:
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case 503:
+            // Traffic control: spread the whole application's sending out.
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
+        default:
+            break
+        }
+        switch code {
+        case "80000000":
+            return .delivered(reference: json?["requestId"]?.stringValue)
+        case "80100000":
+            // Partial success: `msg` lists the illegal tokens (an escaped JSON string in v1).
+            let detail: JSON? =
+                if let text = json?["msg"]?.stringValue { try? JSONParser.parse(text) } else { json?["msg"] }
+            let illegal = (detail?["illegal_tokens"]?.arrayValue ?? detail?["illegalTokens"]?.arrayValue ?? []).compactMap(\.stringValue)
+            if illegal.contains(token) { return .revokeDeadToken(reason: summary) }
+            return .delivered(reference: json?["requestId"]?.stringValue)
+        case "80200001", "80200003":
+            return .refreshCredentials(reason: summary)
+        case "80300002":
+            return .pause(reason: summary)
+        case "80300007":
+            return .revokeDeadToken(reason: summary)
+        case "81000001", "80100017":
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case "80100001", "80100003", "80300008":
+            // Parameters, structure or size refused: the payload is ours, so this is a defect.
+            return .failed(reason: summary)
+        case .some:
+            return .revoke(reason: summary)
+        case nil:
+            if (200..<300).contains(answer.status) {
+                return .retry(reason: "HMS answered \(answer.status) without a result code", retryAfter: retryAfter, slowDown: false)
+            }
+            return byHTTPStatus(answer.status, summary: summary, retryAfter: retryAfter)
+        }
+    }
+
+    // MARK: - Webhooks
+
+    /// A webhook receiver's answer.
+    public static func webhook(_ answer: ProviderAnswer, now: Int64) -> DeliveryOutcome {
+        let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
+        let summary = "HTTP \(answer.status)"
+        switch answer.status {
+        case 200..<300:
+            return .delivered(reference: nil)
+        case 429:
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
+        case 408, 500...599:
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case 410:
+            return .revokeDeadToken(reason: summary)
+        default:
+            return .revoke(reason: summary)
+        }
+    }
+
+    // MARK: - OAuth
+
+    /// An access token and how long it lives.
+    public struct AccessToken: Sendable, Equatable {
+        public var token: String
+        /// Seconds.
+        public var expiresIn: Int64
+    }
+
+    /// An OAuth token endpoint's answer (Google's JWT bearer grant, HMS client credentials):
+    /// the token, or what its failure means for the sends waiting on it.
+    public static func oauth(_ answer: ProviderAnswer, now: Int64) -> Result<AccessToken, OAuthFailure> {
+        let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
+        let json = try? JSONParser.parse(answer.body)
+        if (200..<300).contains(answer.status) {
+            guard let token = json?["access_token"]?.stringValue, !token.isEmpty, token.utf8.count <= 8192 else {
+                return .failure(.retry(reason: "the token endpoint answered \(answer.status) without an access_token", retryAfter: retryAfter))
+            }
+            let expires = json?["expires_in"]?.integerValue ?? json?["expires_in"]?.stringValue.flatMap { Int64($0) } ?? 3600
+            return .success(AccessToken(token: token, expiresIn: min(max(expires, 0), 86_400)))
+        }
+        let error = json?["error"]
+        let code = error?.stringValue ?? error?.integerValue.map { String($0) }
+        let description = json?["error_description"]?.stringValue ?? ""
+        let summary = describe(http: answer.status, code: code, message: description)
+        if let code, ["internal_failure", "server_error", "temporarily_unavailable"].contains(code) {
+            return .failure(.retry(reason: summary, retryAfter: retryAfter))
+        }
+        switch answer.status {
+        case 408, 429, 500...599:
+            return .failure(.retry(reason: summary, retryAfter: retryAfter))
+        default:
+            // invalid_grant, invalid_client, invalid_scope, HMS 1101 …: our credentials.
+            return .failure(.credentials(reason: summary))
+        }
+    }
+
+    /// Why no access token could be had.
+    public enum OAuthFailure: Error, Sendable, Equatable {
+        /// The token endpoint is unavailable for now.
+        case retry(reason: String, retryAfter: Int64?)
+        /// The credentials are refused: the application is paused.
+        case credentials(reason: String)
+    }
+
+    /// `HTTP 404 UNREGISTERED: Requested entity was not found.`, the message cut to a bounded
+    /// length (provider messages can echo what we sent).
+    static func describe(http: Int, code: String?, message: String) -> String {
+        var text = "HTTP \(http)"
+        if let code { text += " " + bounded(code, 64) }
+        if !message.isEmpty { text += ": " + bounded(message, 200) }
+        return text
+    }
+
+    static func bounded(_ text: String, _ limit: Int) -> String {
+        var result = String.UnicodeScalarView()
+        var count = 0
+        for scalar in text.unicodeScalars {
+            if count >= limit {
+                result.append("…")
+                break
+            }
+            result.append(scalar.properties.generalCategory == .control ? " " : scalar)
+            count += 1
+        }
+        return String(result)
+    }
+}
