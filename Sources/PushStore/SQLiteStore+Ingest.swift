@@ -272,6 +272,7 @@ extension SQLiteStore: IngestStore {
             target: row["target"], destination: row["destination"], notification: event, payload: [UInt8](row["payload"] as Data),
             recordSeq: row["record_seq"])
         return StoredNotification(
-            id: row["id"], entry: entry, createdAt: row["created_at"], nextAttemptAt: row["next_attempt_at"], attempts: row["attempts"])
+            id: row["id"], entry: entry, createdAt: row["created_at"], nextAttemptAt: row["next_attempt_at"], attempts: row["attempts"],
+            firstAttemptAt: row["first_attempt_at"])
     }
 }

@@ -14,7 +14,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     static let all = StoreKind.allCases
 
     /// A fresh, empty store; `reopen` gives another handle on the same data.
-    func make() throws -> (store: any SubscriptionStore & ServiceKeyStore & IngestStore, reopen: () throws -> any SubscriptionStore & ServiceKeyStore & IngestStore) {
+    func make() throws -> (store: any SubscriptionStore & ServiceKeyStore & IngestStore & DeliveryStore, reopen: () throws -> any SubscriptionStore & ServiceKeyStore & IngestStore & DeliveryStore) {
         switch self {
         case .sqlite:
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-store-\(UUID().uuidString)")

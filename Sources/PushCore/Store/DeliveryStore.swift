@@ -1,0 +1,64 @@
+/// What became of a claimed notification: the dispatcher settles its claims in batches.
+public enum Settlement: Sendable, Equatable {
+    /// Delivered: the notification is done.
+    case delivered(id: Int64)
+    /// Try again at `nextAttemptAt`. A `value`/`noData` notification for which a newer one now
+    /// waits gives way to it (the newer one inherits the schedule: a subscription that backs
+    /// off keeps doing so).
+    case retry(id: Int64, nextAttemptAt: Int64, firstAttemptAt: Int64, attempts: Int)
+    /// Back to waiting as it was, no attempt counted (a paused application, a shutdown).
+    case release(id: Int64)
+    /// Dropped alone, the subscription kept (a payload the provider refused as malformed).
+    case drop(id: Int64)
+    /// The retry window has passed: this and every other notification waiting for the
+    /// subscription are discarded; the subscription stays.
+    case discard(id: Int64, subscriptionHandle: Int64)
+    /// The provider refused the subscription for good: delete it and what waits for it, then
+    /// queue `notification` (its revoke notification), if any.
+    case revoke(id: Int64, subscriptionHandle: Int64, notification: OutboxEntry?)
+
+    public var id: Int64 {
+        switch self {
+        case .delivered(let id), .retry(let id, _, _, _), .release(let id), .drop(let id), .discard(let id, _), .revoke(let id, _, _): id
+        }
+    }
+}
+
+/// What a settlement did.
+public struct SettleResult: Sendable, Equatable {
+    /// Notifications discarded (the settled ones and the others of their subscriptions).
+    public var discarded = 0
+    /// Subscriptions deleted.
+    public var revoked: [Int64] = []
+    /// Retried notifications that gave way to a newer one.
+    public var superseded = 0
+    /// Settlements ignored because the claim was no longer this claimant's (it expired and
+    /// another took the notification, or it was deleted meanwhile).
+    public var lost = 0
+
+    public init() {}
+}
+
+/// The delivery side of the outbox. Shaped for several instances sharing one database: a
+/// claim is held by a named claimant until a lease time, settling checks the claim is still
+/// held, and only the oldest notification of a subscription is ever claimed (order per
+/// subscription across instances).
+public protocol DeliveryStore: Sendable {
+    /// Claims up to `limit` notifications that are due at `now`: for each subscription only its
+    /// oldest one, and only when nobody holds a live claim on it. Apps in `excluding` (paused,
+    /// slowed down) are skipped. Ordered by due time.
+    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<String>) async throws -> [StoredNotification]
+
+    /// Applies settlements of notifications this claimant holds, in one transaction. `now`
+    /// (milliseconds) dates the revoke notifications queued.
+    func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult
+
+    /// The earliest due time of a notification `claim` could take (an unclaimed oldest one of
+    /// its subscription), apps in `excluding` left out; `nil` when none waits.
+    func nextDue(excluding: Set<String>) async throws -> Int64?
+
+    /// Gives up claims: of one claimant, or every claim when `claimant` is `nil` (a single
+    /// instance starting after a crash).
+    @discardableResult
+    func releaseClaims(claimant: String?) async throws -> Int
+}

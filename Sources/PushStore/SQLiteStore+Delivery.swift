@@ -1,0 +1,171 @@
+import Foundation
+import GRDB
+import PushCore
+
+extension SQLiteStore: DeliveryStore {
+    public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<String>) async throws
+        -> [StoredNotification]
+    {
+        guard limit > 0 else { return [] }
+        let excluded = excluding.sorted()
+        return try await write { db in
+            let marks = Array(repeating: "?", count: excluded.count).joined(separator: ",")
+            var arguments: [any DatabaseValueConvertible] = [claimant, leaseUntil, now, now]
+            arguments += excluded
+            arguments.append(limit)
+            // The oldest notification of each subscription, due, not held by a live claim.
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    UPDATE notification SET claimed_by = ?, claimed_until = ?
+                    WHERE id IN (
+                        SELECT n.id FROM notification n
+                        WHERE n.next_attempt_at <= ? AND (n.claimed_until IS NULL OR n.claimed_until < ?)
+                          \(excluded.isEmpty ? "" : "AND n.app NOT IN (\(marks))")
+                          AND NOT EXISTS (SELECT 1 FROM notification e
+                                          WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
+                        ORDER BY n.next_attempt_at, n.id
+                        LIMIT ?)
+                    RETURNING *
+                    """,
+                arguments: StatementArguments(arguments))
+            return try rows.map(Self.notification).sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+        }
+    }
+
+    public func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
+        guard !settlements.isEmpty else { return SettleResult() }
+        return try await write { db in
+            var result = SettleResult()
+            let held = try RawStatement(db, "DELETE FROM notification WHERE id = ? AND claimed_by = ?")
+            let schedule = try RawStatement(
+                db,
+                """
+                UPDATE notification SET next_attempt_at = ?, first_attempt_at = ?, attempts = ?, claimed_by = NULL, claimed_until = NULL
+                WHERE id = ? AND claimed_by = ?
+                """)
+            let unclaim = try RawStatement(
+                db, "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?")
+            let dropSubscription = try RawStatement(db, "DELETE FROM notification WHERE subscription_handle = ?")
+            let deleteSubscription = try RawStatement(db, "DELETE FROM subscription WHERE handle = ?")
+            let insert = try RawStatement(
+                db,
+                """
+                INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                          payload, record_seq, created_at, next_attempt_at)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+            func holds(_ id: Int64) throws -> Row? {
+                try Row.fetchOne(
+                    db, sql: "SELECT subscription_handle, coalescable, created_at FROM notification WHERE id = ? AND claimed_by = ?",
+                    arguments: [id, claimant])
+            }
+            for settlement in settlements {
+                switch settlement {
+                case .delivered(let id), .drop(let id):
+                    let deleted = try held.run {
+                        try $0.bind(id)
+                        try $0.bind(claimant)
+                    }
+                    if deleted == 0 { result.lost += 1 }
+                case .release(let id):
+                    let released = try unclaim.run {
+                        try $0.bind(id)
+                        try $0.bind(claimant)
+                    }
+                    if released == 0 { result.lost += 1 }
+                case .retry(let id, let next, let first, let attempts):
+                    guard let row = try holds(id) else {
+                        result.lost += 1
+                        continue
+                    }
+                    let handle: Int64 = row["subscription_handle"]
+                    let coalescable: Bool = row["coalescable"]
+                    if coalescable,
+                        let newer = try Int64.fetchOne(
+                            db,
+                            sql: """
+                                SELECT max(id) FROM notification
+                                WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL AND id > ?
+                                """, arguments: [handle, id])
+                    {
+                        // A newer value waits: it takes this one's place in the schedule.
+                        try db.execute(
+                            sql: """
+                                UPDATE notification SET next_attempt_at = max(next_attempt_at, ?), first_attempt_at = ?, attempts = ?
+                                WHERE id = ?
+                                """, arguments: [next, first, attempts, newer])
+                        try db.execute(sql: "DELETE FROM notification WHERE id = ?", arguments: [id])
+                        result.superseded += 1
+                        continue
+                    }
+                    try schedule.run { binder in
+                        try binder.bind(next)
+                        try binder.bind(first)
+                        try binder.bind(Int64(attempts))
+                        try binder.bind(id)
+                        try binder.bind(claimant)
+                    }
+                case .discard(let id, let handle):
+                    guard try holds(id) != nil else {
+                        result.lost += 1
+                        continue
+                    }
+                    result.discarded += try dropSubscription.run { try $0.bind(handle) }
+                case .revoke(let id, let handle, let notification):
+                    guard try holds(id) != nil else {
+                        result.lost += 1
+                        continue
+                    }
+                    _ = try dropSubscription.run { try $0.bind(handle) }
+                    if try deleteSubscription.run({ try $0.bind(handle) }) > 0 {
+                        result.revoked.append(handle)
+                        if let entry = notification {
+                            try insert.run { binder in
+                                try binder.bind(entry.app)
+                                try binder.bind(entry.subscriptionHandle)
+                                try binder.bind(entry.subscriptionID)
+                                try binder.bind(entry.kind.rawValue)
+                                try binder.bind(entry.target)
+                                try binder.bind(entry.destination)
+                                try binder.bind(entry.notification.rawValue)
+                                try binder.bind(entry.notification.coalesces)
+                                try binder.bind(blob: entry.payload)
+                                try binder.bind(entry.recordSeq)
+                                try binder.bind(now)
+                                try binder.bind(now)
+                            }
+                        }
+                    }
+                }
+            }
+            return result
+        }
+    }
+
+    public func nextDue(excluding: Set<String>) async throws -> Int64? {
+        let excluded = excluding.sorted()
+        return try await read { db in
+            let marks = Array(repeating: "?", count: excluded.count).joined(separator: ",")
+            return try Int64.fetchOne(
+                db,
+                sql: """
+                    SELECT min(n.next_attempt_at) FROM notification n
+                    WHERE n.claimed_until IS NULL \(excluded.isEmpty ? "" : "AND n.app NOT IN (\(marks))")
+                      AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
+                    """, arguments: StatementArguments(excluded))
+        }
+    }
+
+    @discardableResult
+    public func releaseClaims(claimant: String?) async throws -> Int {
+        try await write { db in
+            if let claimant {
+                try db.execute(sql: "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = ?", arguments: [claimant])
+            } else {
+                try db.execute(sql: "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL")
+            }
+            return db.changesCount
+        }
+    }
+}

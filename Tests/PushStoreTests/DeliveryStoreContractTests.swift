@@ -1,0 +1,144 @@
+import Foundation
+import PushCore
+@testable import PushStore
+import Testing
+
+/// The contract of the delivery side of a store: claims of the oldest notification of each
+/// subscription, settlements, coalescing against retries, revocation and discard.
+@Suite("Delivery store contract")
+struct DeliveryStoreContractTests {
+    typealias Store = any SubscriptionStore & IngestStore & DeliveryStore
+
+    func stored(_ store: Store, _ subscription: Subscription) async throws -> Int64 {
+        guard case .created(let created) = try await store.save(subscription, allowUpdate: false), let handle = created.handle else {
+            throw StoreError(.corrupt("not created"))
+        }
+        return handle
+    }
+
+    func queue(_ store: Store, now: Int64, _ entries: [OutboxEntry]) async throws {
+        var batch = CommitBatch(now: now)
+        batch.operations = entries.map { .notify($0) }
+        _ = try await store.commit(batch)
+    }
+
+    func payloads(_ store: Store) async throws -> [String] {
+        try await store.notifications(limit: 100).map { String(decoding: $0.entry.payload, as: UTF8.self) }
+    }
+
+    @Test("only the oldest notification of a subscription is claimed, and only once", arguments: StoreKind.all)
+    func claimsHeads(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let a = makeSubscription(path: "/a", mode: .childEvent)
+        let b = makeSubscription(path: "/b", context: "token-2", mode: .childEvent)
+        let ha = try await stored(store, a)
+        let hb = try await stored(store, b)
+        try await queue(store, now: 10, [entry(a, ha, .childEvent, payload: "a1"), entry(a, ha, .childEvent, payload: "a2"), entry(b, hb, .childEvent, payload: "b1")])
+        // Not due yet.
+        #expect(try await store.claim(now: 9, limit: 10, claimant: "x", leaseUntil: 100, excluding: []).isEmpty)
+        let first = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        #expect(first.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a1", "b1"])
+        // Held: nothing more to claim, for anyone, until the lease ends.
+        #expect(try await store.claim(now: 50, limit: 10, claimant: "y", leaseUntil: 200, excluding: []).isEmpty)
+        #expect(try await store.nextDue(excluding: []) == nil)
+        // Delivered: the next of that subscription becomes claimable.
+        let settled = try await store.settle([.delivered(id: first[0].id)], claimant: "x", now: 20)
+        #expect(settled.lost == 0)
+        #expect(try await store.nextDue(excluding: []) == 10)
+        #expect(try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: ["toto"]).isEmpty)
+        let second = try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        #expect(second.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a2"])
+        // An expired lease lets another claimant take it; the first one's settlement is then lost.
+        let taken = try await store.claim(now: 101, limit: 10, claimant: "y", leaseUntil: 300, excluding: [])
+        #expect(Set(taken.map(\.id)) == Set([second[0].id, first[1].id]))
+        let late = try await store.settle([.delivered(id: second[0].id)], claimant: "x", now: 102)
+        #expect(late.lost == 1)
+        #expect(try await store.notifications(limit: 10).count == 2)
+        #expect(try await store.releaseClaims(claimant: "y") == 2)
+        #expect(try await store.claim(now: 102, limit: 1, claimant: "z", leaseUntil: 300, excluding: []).count == 1)
+    }
+
+    @Test("a retry keeps its place and its schedule; a newer value waiting takes it over", arguments: StoreKind.all)
+    func retries(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let v = makeSubscription(path: "/v", mode: .value)
+        let hv = try await stored(store, v)
+        try await queue(store, now: 10, [entry(v, hv, .value, payload: "1")])
+        let claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        // While it is in flight a newer value arrives: it queues behind (the in-flight one is not replaced).
+        try await queue(store, now: 11, [entry(v, hv, .value, payload: "2")])
+        #expect(try await payloads(store) == ["1", "2"])
+        // The retry gives way to the newer value, which inherits the schedule.
+        let result = try await store.settle([.retry(id: claimed[0].id, nextAttemptAt: 1_010, firstAttemptAt: 10, attempts: 1)], claimant: "x", now: 12)
+        #expect(result.superseded == 1)
+        let rows = try await store.notifications(limit: 10)
+        #expect(rows.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["2"])
+        #expect(rows[0].nextAttemptAt == 1_010 && rows[0].attempts == 1 && rows[0].firstAttemptAt == 10)
+        #expect(try await store.claim(now: 1_009, limit: 10, claimant: "x", leaseUntil: 2_000, excluding: []).isEmpty)
+        #expect(try await store.nextDue(excluding: []) == 1_010)
+        let again = try await store.claim(now: 1_010, limit: 10, claimant: "x", leaseUntil: 2_000, excluding: [])
+        #expect(again.count == 1)
+        // A plain retry (nothing newer) is rescheduled in place.
+        _ = try await store.settle([.retry(id: again[0].id, nextAttemptAt: 3_010, firstAttemptAt: 10, attempts: 2)], claimant: "x", now: 1_011)
+        let rescheduled = try await store.notifications(limit: 10)
+        #expect(rescheduled.map(\.id) == [again[0].id] && rescheduled[0].attempts == 2 && rescheduled[0].nextAttemptAt == 3_010)
+        // Released (paused application): back as it was, no attempt counted.
+        let third = try await store.claim(now: 3_010, limit: 10, claimant: "x", leaseUntil: 4_000, excluding: [])
+        _ = try await store.settle([.release(id: third[0].id)], claimant: "x", now: 3_011)
+        #expect(try await store.notifications(limit: 10)[0].attempts == 2)
+    }
+
+    @Test("discard drops what waits for the subscription and keeps it; drop removes one", arguments: StoreKind.all)
+    func discardAndDrop(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let c = makeSubscription(path: "/c", mode: .childEvent)
+        let hc = try await stored(store, c)
+        try await queue(store, now: 10, [entry(c, hc, .childEvent, payload: "1"), entry(c, hc, .childEvent, payload: "2"), entry(c, hc, .childEvent, payload: "3")])
+        var claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        _ = try await store.settle([.drop(id: claimed[0].id)], claimant: "x", now: 11)
+        #expect(try await payloads(store) == ["2", "3"])
+        claimed = try await store.claim(now: 11, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        let result = try await store.settle([.discard(id: claimed[0].id, subscriptionHandle: hc)], claimant: "x", now: 12)
+        #expect(result.discarded == 2)
+        #expect(try await payloads(store).isEmpty)
+        #expect(try await store.subscription(id: c.id) != nil)
+    }
+
+    @Test("revoke deletes the subscription and what waits for it, then queues its revoke notification", arguments: StoreKind.all)
+    func revoke(kind: StoreKind) async throws {
+        let store = try kind.make().store
+        let c = makeSubscription(path: "/c", mode: .childEvent)
+        let other = makeSubscription(path: "/o", context: "token-9", mode: .childEvent)
+        let hc = try await stored(store, c)
+        let ho = try await stored(store, other)
+        try await queue(store, now: 10, [entry(c, hc, .childEvent, payload: "1"), entry(c, hc, .childEvent, payload: "2"), entry(other, ho, .childEvent, payload: "o")])
+        let claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        let notice = entry(c, hc, .revoke, payload: "revoke")
+        let result = try await store.settle(
+            [.revoke(id: claimed[0].id, subscriptionHandle: hc, notification: notice), .delivered(id: claimed[1].id)], claimant: "x", now: 20)
+        #expect(result.revoked == [hc])
+        #expect(try await store.subscription(id: c.id) == nil)
+        let rows = try await store.notifications(limit: 10)
+        #expect(rows.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["revoke"])
+        #expect(rows[0].createdAt == 20 && rows[0].nextAttemptAt == 20)
+        // The revoke notification itself refused for good: it goes, nothing more is queued.
+        let revokeClaim = try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        let again = try await store.settle([.revoke(id: revokeClaim[0].id, subscriptionHandle: hc, notification: notice)], claimant: "x", now: 21)
+        #expect(again.revoked.isEmpty)
+        #expect(try await store.notifications(limit: 10).isEmpty)
+    }
+
+    @Test("claims survive a reopen; releasing every claim makes them claimable again", arguments: StoreKind.all)
+    func reopen(kind: StoreKind) async throws {
+        let made = try kind.make()
+        let store = made.store
+        let v = makeSubscription(path: "/v", mode: .value)
+        let hv = try await stored(store, v)
+        try await queue(store, now: 10, [entry(v, hv, .value, payload: "1")])
+        _ = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 1_000, excluding: [])
+        let reopened = try made.reopen()
+        #expect(try await reopened.claim(now: 11, limit: 10, claimant: "y", leaseUntil: 1_000, excluding: []).isEmpty)
+        #expect(try await reopened.releaseClaims(claimant: nil) == 1)
+        #expect(try await reopened.claim(now: 11, limit: 10, claimant: "y", leaseUntil: 1_000, excluding: []).count == 1)
+    }
+}
