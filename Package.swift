@@ -26,6 +26,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-extras", from: "1.35.2"),
         .package(url: "https://github.com/apple/swift-http-types", from: "1.8.0"),
+        .package(url: "https://github.com/apple/swift-nio-ssl", from: "2.37.6"),
     ],
     targets: [
         // The pure core: JSON, paths, data tree, diffs, payloads, subscriptions and their
@@ -70,6 +71,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -104,7 +106,22 @@ let package = Package(
             ]
         ),
         // What tests (and the demo) use: a manual clock; the fake providers join it.
-        .target(name: "PushTestSupport", dependencies: ["PushCore"]),
+        .target(
+            name: "PushTestSupport",
+            dependencies: [
+                "PushCore",
+                "PushJOSE",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "CryptoExtras", package: "swift-crypto"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdHTTP2", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         .executableTarget(
             name: "pushdispatch",
             dependencies: [
@@ -126,7 +143,7 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
-        .testTarget(name: "PushDeliveryTests", dependencies: ["PushDelivery", "PushTestSupport"]),
+        .testTarget(name: "PushDeliveryTests", dependencies: ["PushDelivery", "PushTestSupport", "PushStore", "PushJOSE"]),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushJOSE"]),
         .testTarget(name: "PushIngestTests", dependencies: ["PushIngest", "PushTestSupport", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(

@@ -52,3 +52,36 @@ public struct ServiceAccountKey: @unchecked Sendable {
         }
     }
 }
+
+extension ServiceAccountKey {
+    /// The scope FCM HTTP v1 needs.
+    public static let messagingScope = "https://www.googleapis.com/auth/firebase.messaging"
+
+    /// The signed JWT of the bearer grant (RFC 7523) Google's token endpoint exchanges for an
+    /// access token: RS256, `kid` = `private_key_id`; `iss` the service account, `scope`
+    /// FCM's, `aud` the key's `token_uri`, `iat` now and `exp` an hour later (whole seconds).
+    public func assertion(now seconds: Int64, scope: String = Self.messagingScope) throws -> String {
+        var header = JSONWriter()
+        header.raw(#"{"alg":"RS256","typ":"JWT""#)
+        if let privateKeyID {
+            header.raw(#","kid":"#)
+            header.writeString(privateKeyID)
+        }
+        header.raw("}")
+        var claims = JSONWriter()
+        claims.raw(#"{"iss":"#)
+        claims.writeString(clientEmail)
+        claims.raw(#","scope":"#)
+        claims.writeString(scope)
+        claims.raw(#","aud":"#)
+        claims.writeString(tokenURI)
+        claims.raw(#","iat":"#)
+        claims.writeInt(seconds)
+        claims.raw(#","exp":"#)
+        claims.writeInt(seconds.saturatingAdding(3_600))
+        claims.raw("}")
+        let signingInput = Base64URL.encodeToString(header.bytes) + "." + Base64URL.encodeToString(claims.bytes)
+        let signature = try privateKey.signature(for: Array(signingInput.utf8), padding: .insecurePKCS1v1_5)
+        return signingInput + "." + Base64URL.encodeToString(signature.rawRepresentation)
+    }
+}

@@ -3,15 +3,22 @@ import GRDB
 import PushCore
 
 extension SQLiteStore: DeliveryStore {
-    public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<String>) async throws
+    /// `AND NOT ((app = ? AND kind = ?) OR …)` for the excluded senders, and its arguments.
+    static func exclusion(_ excluding: Set<SenderKey>) -> (sql: String, arguments: [String]) {
+        guard !excluding.isEmpty else { return ("", []) }
+        let keys = excluding.sorted()
+        let sql = "AND NOT (" + Array(repeating: "(n.app = ? AND n.kind = ?)", count: keys.count).joined(separator: " OR ") + ")"
+        return (sql, keys.flatMap { [$0.app, $0.kind.rawValue] })
+    }
+
+    public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws
         -> [StoredNotification]
     {
         guard limit > 0 else { return [] }
-        let excluded = excluding.sorted()
+        let exclusion = Self.exclusion(excluding)
         return try await write { db in
-            let marks = Array(repeating: "?", count: excluded.count).joined(separator: ",")
             var arguments: [any DatabaseValueConvertible] = [claimant, leaseUntil, now, now]
-            arguments += excluded
+            arguments += exclusion.arguments as [any DatabaseValueConvertible]
             arguments.append(limit)
             // The oldest notification of each subscription, due, not held by a live claim.
             let rows = try Row.fetchAll(
@@ -21,7 +28,7 @@ extension SQLiteStore: DeliveryStore {
                     WHERE id IN (
                         SELECT n.id FROM notification n
                         WHERE n.next_attempt_at <= ? AND (n.claimed_until IS NULL OR n.claimed_until < ?)
-                          \(excluded.isEmpty ? "" : "AND n.app NOT IN (\(marks))")
+                          \(exclusion.sql)
                           AND NOT EXISTS (SELECT 1 FROM notification e
                                           WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
                         ORDER BY n.next_attempt_at, n.id
@@ -143,17 +150,16 @@ extension SQLiteStore: DeliveryStore {
         }
     }
 
-    public func nextDue(excluding: Set<String>) async throws -> Int64? {
-        let excluded = excluding.sorted()
+    public func nextDue(excluding: Set<SenderKey>) async throws -> Int64? {
+        let exclusion = Self.exclusion(excluding)
         return try await read { db in
-            let marks = Array(repeating: "?", count: excluded.count).joined(separator: ",")
-            return try Int64.fetchOne(
+            try Int64.fetchOne(
                 db,
                 sql: """
                     SELECT min(n.next_attempt_at) FROM notification n
-                    WHERE n.claimed_until IS NULL \(excluded.isEmpty ? "" : "AND n.app NOT IN (\(marks))")
+                    WHERE n.claimed_until IS NULL \(exclusion.sql)
                       AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
-                    """, arguments: StatementArguments(excluded))
+                    """, arguments: StatementArguments(exclusion.arguments))
         }
     }
 

@@ -45,7 +45,7 @@ struct DeliveryStoreContractTests {
         let settled = try await store.settle([.delivered(id: first[0].id)], claimant: "x", now: 20)
         #expect(settled.lost == 0)
         #expect(try await store.nextDue(excluding: []) == 10)
-        #expect(try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: ["toto"]).isEmpty)
+        #expect(try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [SenderKey(app: "toto", kind: .mobile)]).isEmpty)
         let second = try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
         #expect(second.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a2"])
         // An expired lease lets another claimant take it; the first one's settlement is then lost.

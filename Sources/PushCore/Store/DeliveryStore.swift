@@ -24,6 +24,22 @@ public enum Settlement: Sendable, Equatable {
     }
 }
 
+/// One application's sender for one kind of subscription: what pauses and slow-downs apply to
+/// (broken FCM credentials stop the application's FCM sends, not its webhooks).
+public struct SenderKey: Hashable, Sendable, Comparable, CustomStringConvertible {
+    public var app: String
+    public var kind: SubscriptionKind
+
+    public init(app: String, kind: SubscriptionKind) {
+        self.app = app
+        self.kind = kind
+    }
+
+    public static func < (lhs: SenderKey, rhs: SenderKey) -> Bool { (lhs.app, lhs.kind.rawValue) < (rhs.app, rhs.kind.rawValue) }
+
+    public var description: String { "\(app)/\(kind.rawValue)" }
+}
+
 /// What a settlement did.
 public struct SettleResult: Sendable, Equatable {
     /// Notifications discarded (the settled ones and the others of their subscriptions).
@@ -45,17 +61,17 @@ public struct SettleResult: Sendable, Equatable {
 /// subscription across instances).
 public protocol DeliveryStore: Sendable {
     /// Claims up to `limit` notifications that are due at `now`: for each subscription only its
-    /// oldest one, and only when nobody holds a live claim on it. Apps in `excluding` (paused,
-    /// slowed down) are skipped. Ordered by due time.
-    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<String>) async throws -> [StoredNotification]
+    /// oldest one, and only when nobody holds a live claim on it. Senders in `excluding`
+    /// (paused, slowed down) are skipped. Ordered by due time.
+    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification]
 
     /// Applies settlements of notifications this claimant holds, in one transaction. `now`
     /// (milliseconds) dates the revoke notifications queued.
     func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult
 
     /// The earliest due time of a notification `claim` could take (an unclaimed oldest one of
-    /// its subscription), apps in `excluding` left out; `nil` when none waits.
-    func nextDue(excluding: Set<String>) async throws -> Int64?
+    /// its subscription), senders in `excluding` left out; `nil` when none waits.
+    func nextDue(excluding: Set<SenderKey>) async throws -> Int64?
 
     /// Gives up claims: of one claimant, or every claim when `claimant` is `nil` (a single
     /// instance starting after a crash).

@@ -1,0 +1,69 @@
+/// An OAuth access token shared by every send of one application and provider: fetched once,
+/// reused until shortly before it expires, refreshed once for all the sends waiting on it.
+///
+/// When a provider refuses the token, each send that saw the refusal calls
+/// ``invalidate(generation:)`` with the generation it used: only the first invalidation of a
+/// generation counts, so concurrent refusals lead to one refresh, which they all await.
+public actor AccessTokenCache {
+    public typealias Fetch = @Sendable () async throws(AnswerClassifier.OAuthFailure) -> AnswerClassifier.AccessToken
+
+    public struct Token: Sendable, Equatable {
+        public var value: String
+        /// Which fetch it came from.
+        public var generation: Int
+    }
+
+    let fetch: Fetch
+    let now: @Sendable () -> Int64
+    /// Refresh this long (milliseconds) before expiry: google-auth refreshes 3 min 45 s ahead,
+    /// HMS's demo 5 min; tokens live an hour.
+    let margin: Int64
+    var current: (token: Token, expiresAt: Int64)?
+    var refreshing: Task<Token, any Error>?
+    var generation = 0
+    /// Fetches made (tests, metrics).
+    public private(set) var fetches = 0
+
+    public init(margin: Int64 = 300_000, now: @escaping @Sendable () -> Int64, fetch: @escaping Fetch) {
+        self.fetch = fetch
+        self.now = now
+        self.margin = margin
+    }
+
+    /// A valid token, fetching one if there is none (or it is about to expire).
+    public func token() async throws(AnswerClassifier.OAuthFailure) -> Token {
+        if let current, now() < current.expiresAt { return current.token }
+        let task: Task<Token, any Error>
+        if let refreshing {
+            task = refreshing
+        } else {
+            task = Task { try await self.refresh() }
+            refreshing = task
+        }
+        do {
+            return try await task.value
+        } catch let failure as AnswerClassifier.OAuthFailure {
+            throw failure
+        } catch {
+            throw .retry(reason: "token fetch: \(error)", retryAfter: nil)
+        }
+    }
+
+    func refresh() async throws -> Token {
+        defer { refreshing = nil }
+        fetches += 1
+        let fetched = try await fetch()
+        generation += 1
+        let token = Token(value: fetched.token, generation: generation)
+        // A token that lives less than the margin is used for half its life.
+        let life = fetched.expiresIn.saturatingMultiplying(1_000)
+        let usable = life > 2 * margin ? life - margin : life / 2
+        current = (token, now().saturatingAdding(usable))
+        return token
+    }
+
+    /// Forgets the token of `generation` (a provider refused it); a later generation is kept.
+    public func invalidate(generation: Int) {
+        if let current, current.token.generation == generation { self.current = nil }
+    }
+}

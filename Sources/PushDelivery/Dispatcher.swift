@@ -1,0 +1,408 @@
+import Logging
+import PushCore
+import ServiceLifecycle
+import Synchronization
+
+/// Where each notification goes: the sender of its application and kind (and webhook name).
+public protocol SenderDirectory: Sendable {
+    func sender(for entry: OutboxEntry) -> (any NotificationSender)?
+}
+
+/// Counts of what delivery did, by provider and outcome (SPEC §11.13 labels).
+public final class DeliveryCounters: Sendable {
+    struct State {
+        var outcomes: [String: Int] = [:]
+        var retries: [String: Int] = [:]
+        var discarded = 0
+        var revoked = 0
+        var latencies: [String: [Double]] = [:]
+    }
+
+    let state = Mutex(State())
+
+    public init() {}
+
+    func count(provider: String, outcome: String) {
+        state.withLock { $0.outcomes["\(provider)/\(outcome)", default: 0] += 1 }
+    }
+
+    func retried(provider: String) {
+        state.withLock { $0.retries[provider, default: 0] += 1 }
+    }
+
+    /// Deliveries of `provider` that ended with `outcome` (`delivered`, `retry`, `revoked`,
+    /// `discarded`, `failed`).
+    public func deliveries(provider: String, outcome: String) -> Int {
+        state.withLock { $0.outcomes["\(provider)/\(outcome)"] ?? 0 }
+    }
+
+    public func retries(provider: String) -> Int { state.withLock { $0.retries[provider] ?? 0 } }
+
+    /// Every count, keyed `provider/outcome`.
+    public var all: [String: Int] { state.withLock { $0.outcomes } }
+}
+
+/// The delivery worker (SPEC §8): claims due notifications from the outbox (the oldest of each
+/// subscription only, so order per subscription holds), sends them concurrently within the
+/// per-provider and per-application bounds, and settles the outcomes in batches: delivered,
+/// retried on the persisted schedule, discarded after the window, revoked, or released while
+/// an application is paused.
+public final class Dispatcher: Service, Sendable {
+    public struct Configuration: Sendable {
+        public var retry: RetryPolicy
+        public var perProvider: Int
+        public var perApp: Int
+        /// Claims are held this long (milliseconds); a crashed holder's claims free up after it.
+        public var lease: Int64
+        /// This process's name in claims.
+        public var claimant: String
+        /// At most this many notifications claimed and not settled.
+        public var maximumInFlight: Int
+        /// How long a paused application waits before it is tried again (milliseconds).
+        public var pauseProbe: Int64
+        /// Whether to release every claim at start (a single instance on its own store).
+        public var releaseAllAtStart: Bool
+
+        public init(
+            retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, lease: Int64 = 300_000, claimant: String = "local",
+            maximumInFlight: Int = 1_024, pauseProbe: Int64 = 30_000, releaseAllAtStart: Bool = true
+        ) {
+            self.retry = retry
+            self.perProvider = max(1, perProvider)
+            self.perApp = max(1, perApp)
+            self.lease = max(1_000, lease)
+            self.claimant = claimant
+            self.maximumInFlight = max(1, maximumInFlight)
+            self.pauseProbe = max(1, pauseProbe)
+            self.releaseAllAtStart = releaseAllAtStart
+        }
+    }
+
+    /// Why an application's sending stopped.
+    public struct Pause: Sendable, Equatable {
+        public var reason: String
+        public var since: Int64
+        public var probeAt: Int64
+    }
+
+    struct State {
+        var completed: [(StoredNotification, DeliveryOutcome, String)] = []
+        var inFlight = 0
+        var byProvider: [String: Int] = [:]
+        var byApp: [String: Int] = [:]
+        /// Claimed, waiting for a provider or application slot.
+        var waiting: [StoredNotification] = []
+        var paused: [SenderKey: Pause] = [:]
+        var slowedUntil: [SenderKey: Int64] = [:]
+        var wake = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    let store: any DeliveryStore
+    let senders: any SenderDirectory
+    let configuration: Configuration
+    /// Builds the revoke notification of a subscription the provider refused (its payload in
+    /// the subscription's format), or `nil` when it cannot be built.
+    let revokeNotice: @Sendable (OutboxEntry) async -> OutboxEntry?
+    let now: @Sendable () -> Int64
+    let clock: any Clock<Duration>
+    let random: @Sendable () -> Double
+    let logger: Logger
+    public let counters: DeliveryCounters
+    let state = Mutex(State())
+    /// Called with the subscriptions a settlement deleted (the index follows them).
+    let onRevoked: @Sendable ([Int64]) -> Void
+
+    public init(
+        store: any DeliveryStore, senders: any SenderDirectory, configuration: Configuration = Configuration(),
+        revokeNotice: @escaping @Sendable (OutboxEntry) async -> OutboxEntry?, now: @escaping @Sendable () -> Int64,
+        clock: any Clock<Duration> = ContinuousClock(), random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        counters: DeliveryCounters = DeliveryCounters(), logger: Logger, onRevoked: @escaping @Sendable ([Int64]) -> Void = { _ in }
+    ) {
+        self.store = store
+        self.senders = senders
+        self.configuration = configuration
+        self.revokeNotice = revokeNotice
+        self.now = now
+        self.clock = clock
+        self.random = random
+        self.counters = counters
+        self.logger = logger
+        self.onRevoked = onRevoked
+    }
+
+    /// New notifications were committed: look for due work now.
+    public func nudge() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.wake = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// The application senders paused now, with why.
+    public var paused: [SenderKey: Pause] { state.withLock { $0.paused } }
+
+    /// The applications with a paused sender (readiness lists them).
+    public var pausedApplications: [String] { Array(Set(paused.keys.map(\.app))).sorted() }
+
+    public func run() async throws {
+        if configuration.releaseAllAtStart {
+            try await store.releaseClaims(claimant: nil)
+        } else {
+            try await store.releaseClaims(claimant: configuration.claimant)
+        }
+        await withDiscardingTaskGroup { group in
+            await withTaskCancellationOrGracefulShutdownHandler {
+                await self.loop(group: &group)
+            } onCancelOrGracefulShutdown: {
+                self.nudge()
+            }
+            // Shutting down: what is still being sent gets its answer (each has a deadline),
+            // then everything is settled; what was claimed and not started is released.
+            while self.state.withLock({ $0.inFlight - $0.waiting.count - $0.completed.count > 0 }) {
+                await self.waitForWake(until: nil)
+            }
+            await self.settleCompleted()
+            let unsent = self.state.withLock { state -> [StoredNotification] in
+                defer { state.waiting.removeAll() }
+                return state.waiting
+            }
+            if !unsent.isEmpty {
+                _ = try? await self.store.settle(unsent.map { .release(id: $0.id) }, claimant: self.configuration.claimant, now: self.now())
+            }
+        }
+    }
+
+    var stopping: Bool { Task.isCancelled || Task.isShuttingDownGracefully }
+
+    func loop(group: inout DiscardingTaskGroup) async {
+        var failures = 0
+        while !stopping {
+            await settleCompleted()
+            startWaiting(group: &group)
+            let now = self.now()
+            let (excluded, free, resumeAt) = state.withLock { state -> (Set<SenderKey>, Int, Int64?) in
+                var excluded = Set<SenderKey>()
+                var resumeAt: Int64?
+                for (key, pause) in state.paused {
+                    if pause.probeAt > now {
+                        excluded.insert(key)
+                        resumeAt = min(resumeAt ?? .max, pause.probeAt)
+                    }
+                }
+                for (key, until) in state.slowedUntil {
+                    if until > now {
+                        excluded.insert(key)
+                        resumeAt = min(resumeAt ?? .max, until)
+                    } else {
+                        state.slowedUntil[key] = nil
+                    }
+                }
+                return (excluded, configuration.maximumInFlight - state.inFlight, resumeAt)
+            }
+            var claimed: [StoredNotification] = []
+            var nextDue: Int64?
+            do {
+                if free > 0 {
+                    claimed = try await store.claim(
+                        now: now, limit: min(free, 512), claimant: configuration.claimant, leaseUntil: now.saturatingAdding(configuration.lease),
+                        excluding: excluded)
+                }
+                if claimed.count < min(free, 512) || free <= 0 {
+                    nextDue = try await store.nextDue(excluding: excluded)
+                }
+                failures = 0
+            } catch {
+                failures += 1
+                logger.error("the outbox cannot be read", metadata: ["error": "\(error)"])
+                await waitForWake(until: now.saturatingAdding(Int64(min(30_000, 100 << min(failures, 8)))))
+                continue
+            }
+            if !claimed.isEmpty {
+                state.withLock { state in
+                    state.inFlight += claimed.count
+                    state.waiting += claimed
+                }
+                startWaiting(group: &group)
+                if claimed.count == min(free, 512) { continue }
+            }
+            var wakeAt = resumeAt
+            if let nextDue { wakeAt = min(wakeAt ?? .max, max(nextDue, now + 1)) }
+            if free <= 0 { wakeAt = nil }
+            await waitForWake(until: wakeAt)
+        }
+    }
+
+    /// Starts the claimed notifications that have a free provider and application slot.
+    func startWaiting(group: inout DiscardingTaskGroup) {
+        let ready = state.withLock { state -> [(StoredNotification, any NotificationSender)] in
+            var ready: [(StoredNotification, any NotificationSender)] = []
+            var kept: [StoredNotification] = []
+            for notification in state.waiting {
+                let app = notification.entry.app
+                guard let sender = senders.sender(for: notification.entry) else {
+                    // The application has no such provider (any more): the notification waits on
+                    // the retry schedule for the configuration to be fixed.
+                    let reason = "no \(notification.entry.kind.rawValue) provider is configured for \(app)"
+                    state.completed.append((notification, .retry(reason: reason, retryAfter: nil, slowDown: false), "none"))
+                    state.wake = true
+                    continue
+                }
+                if state.byProvider[sender.provider, default: 0] < configuration.perProvider, state.byApp[app, default: 0] < configuration.perApp {
+                    state.byProvider[sender.provider, default: 0] += 1
+                    state.byApp[app, default: 0] += 1
+                    ready.append((notification, sender))
+                } else {
+                    kept.append(notification)
+                }
+            }
+            state.waiting = kept
+            return ready
+        }
+        for (notification, sender) in ready {
+            group.addTask {
+                let outcome = await sender.send(notification, now: self.now())
+                self.complete(notification, outcome, provider: sender.provider)
+            }
+        }
+    }
+
+    func complete(_ notification: StoredNotification, _ outcome: DeliveryOutcome, provider: String) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.completed.append((notification, outcome, provider))
+            state.byProvider[provider, default: 1] -= 1
+            state.byApp[notification.entry.app, default: 1] -= 1
+            state.wake = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Waits until nudged, a send completes, or `until` (milliseconds since the epoch).
+    func waitForWake(until: Int64?) async {
+        let timer: Task<Void, Never>? = until.map { until in
+            let delay = max(0, until - now())
+            return Task {
+                try? await clock.sleep(for: .milliseconds(delay))
+                if !Task.isCancelled { nudge() }
+            }
+        }
+        defer { timer?.cancel() }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resume = state.withLock { state -> Bool in
+                if state.wake {
+                    state.wake = false
+                    return true
+                }
+                state.waiter = continuation
+                return false
+            }
+            if resume { continuation.resume() }
+        }
+        state.withLock { $0.wake = false }
+    }
+
+    /// Turns the outcomes of finished sends into settlements and commits them in one batch.
+    func settleCompleted() async {
+        let completed = state.withLock { state -> [(StoredNotification, DeliveryOutcome, String)] in
+            defer { state.completed.removeAll(keepingCapacity: true) }
+            return state.completed
+        }
+        guard !completed.isEmpty else { return }
+        let now = self.now()
+        var settlements: [Settlement] = []
+        settlements.reserveCapacity(completed.count)
+        for (notification, outcome, provider) in completed {
+            settlements.append(await settlement(notification, outcome, provider: provider, now: now))
+        }
+        var attempt = 0
+        while true {
+            do {
+                let result = try await store.settle(settlements, claimant: configuration.claimant, now: now)
+                if result.discarded > 0 { logger.warning("notifications discarded after the retry window", metadata: ["count": "\(result.discarded)"]) }
+                if result.lost > 0 { logger.warning("claims lost before their settlement", metadata: ["count": "\(result.lost)"]) }
+                if !result.revoked.isEmpty { onRevoked(result.revoked) }
+                break
+            } catch {
+                attempt += 1
+                logger.error("delivery results cannot be stored; retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
+                if attempt >= 5 || stopping {
+                    // The claims lapse; the notifications will be sent again (duplicates only).
+                    break
+                }
+                try? await clock.sleep(for: .milliseconds(100 << attempt))
+            }
+        }
+        state.withLock { $0.inFlight -= completed.count }
+    }
+
+    func settlement(_ notification: StoredNotification, _ outcome: DeliveryOutcome, provider: String, now: Int64) async -> Settlement {
+        let entry = notification.entry
+        let key = SenderKey(app: entry.app, kind: entry.kind)
+        let metadata: Logger.Metadata = [
+            "app": "\(entry.app)", "subscription": "\(entry.subscriptionID)", "provider": "\(provider)", "outcome": "\(outcome.reason)",
+        ]
+        switch outcome {
+        case .delivered:
+            resumeIfPaused(key)
+            counters.count(provider: provider, outcome: "delivered")
+            logger.debug("delivered", metadata: metadata)
+            return .delivered(id: notification.id)
+        case .retry(_, let retryAfter, let slowDown):
+            resumeIfPaused(key)
+            let attempts = notification.attempts == .max ? .max : notification.attempts + 1
+            let first = notification.firstAttemptAt ?? now
+            guard let next = configuration.retry.nextAttempt(now: now, firstAttempt: first, attempts: attempts, retryAfter: retryAfter, random: random())
+            else {
+                counters.count(provider: provider, outcome: "discarded")
+                logger.warning("retry window over: the subscription's waiting notifications are discarded", metadata: metadata)
+                return .discard(id: notification.id, subscriptionHandle: entry.subscriptionHandle)
+            }
+            counters.count(provider: provider, outcome: "retry")
+            counters.retried(provider: provider)
+            if slowDown {
+                state.withLock { state in state.slowedUntil[key] = max(state.slowedUntil[key] ?? 0, next) }
+                logger.warning("provider asks to slow down: the application's sending waits", metadata: metadata)
+            } else {
+                logger.info("delivery will be retried", metadata: metadata.merging(["at": "\(next)"]) { $1 })
+            }
+            return .retry(id: notification.id, nextAttemptAt: next, firstAttemptAt: first, attempts: attempts)
+        case .revokeDeadToken, .revoke:
+            resumeIfPaused(key)
+            counters.count(provider: provider, outcome: "revoked")
+            logger.warning("the provider refused the subscription: revoked (delivery_rejected)", metadata: metadata)
+            var notice: OutboxEntry?
+            let deadToken: Bool = if case .revokeDeadToken = outcome { true } else { false }
+            if entry.notification != .revoke && (!deadToken || entry.kind == .webhook) {
+                notice = await revokeNotice(entry)
+            }
+            return .revoke(id: notification.id, subscriptionHandle: entry.subscriptionHandle, notification: notice)
+        case .pause(let reason), .refreshCredentials(let reason):
+            let probeAt = now.saturatingAdding(configuration.pauseProbe)
+            let newly = state.withLock { state -> Bool in
+                let newly = state.paused[key] == nil
+                state.paused[key] = Pause(reason: reason, since: state.paused[key]?.since ?? now, probeAt: probeAt)
+                return newly
+            }
+            counters.count(provider: provider, outcome: "retry")
+            if newly {
+                logger.error("application sender paused: its credentials or configuration are refused; no subscription is revoked", metadata: metadata)
+            }
+            return .release(id: notification.id)
+        case .failed:
+            resumeIfPaused(key)
+            counters.count(provider: provider, outcome: "failed")
+            logger.error("the provider refused a payload the service built (a defect): the notification is dropped", metadata: metadata)
+            return .drop(id: notification.id)
+        }
+    }
+
+    /// A paused sender whose send worked again is resumed.
+    func resumeIfPaused(_ key: SenderKey) {
+        let resumed = state.withLock { $0.paused.removeValue(forKey: key) != nil }
+        if resumed { logger.notice("application sender resumed: its credentials work again", metadata: ["sender": "\(key)"]) }
+    }
+}

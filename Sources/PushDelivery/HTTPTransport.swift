@@ -1,0 +1,130 @@
+import AsyncHTTPClient
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOSSL
+
+/// A request a sender makes.
+public struct OutgoingRequest: Sendable {
+    public var url: String
+    public var headers: [(String, String)]
+    public var body: [UInt8]
+
+    public init(url: String, headers: [(String, String)], body: [UInt8]) {
+        self.url = url
+        self.headers = headers
+        self.body = body
+    }
+}
+
+/// Why a request got no answer: all of them are worth a retry (SPEC §8: connection errors and
+/// timeouts), the request may or may not have reached the provider.
+public struct TransportError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+
+    public init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// Sends HTTP requests: async-http-client in the service, anything in tests.
+public protocol HTTPTransport: Sendable {
+    /// Sends `request` and reads the answer (status, `Retry-After`, body up to a bound), or
+    /// throws ``TransportError``.
+    func send(_ request: OutgoingRequest, timeout: Duration) async throws(TransportError) -> ProviderAnswer
+}
+
+/// The shared HTTP client of the service: async-http-client, HTTP/2 where the provider speaks
+/// it (TLS with ALPN), pooled connections, a deadline on every request, extra trusted CAs from
+/// `delivery.caFile`.
+///
+/// async-http-client keeps one HTTP/2 connection per host and its per-client throughput has a
+/// ceiling (`reference/swift-stack-notes.md`: ~6,000 req/s over HTTP/2 + TLS), so requests are
+/// spread round-robin over `clients` independent clients, each with its own connections.
+public final class AsyncHTTPTransport: HTTPTransport, @unchecked Sendable {
+    let clients: [HTTPClient]
+    let counter = ManagedAtomicCounter()
+    /// Answers longer than this are cut (a hostile or broken endpoint cannot exhaust memory).
+    public static let maximumAnswerBytes = 1 << 20
+
+    /// - Parameters:
+    ///   - clients: how many independent clients to spread requests over.
+    ///   - caFile: PEM certificates to trust in addition to the system's.
+    public init(clients: Int = 4, caFile: String? = nil, eventLoopGroup: any EventLoopGroup = HTTPClient.defaultEventLoopGroup) throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        if let caFile {
+            let certificates = try NIOSSLCertificate.fromPEMFile(caFile)
+            guard !certificates.isEmpty else { throw TransportError("delivery.caFile \(caFile) holds no PEM certificate") }
+            tls.additionalTrustRoots = [.certificates(certificates)]
+        }
+        var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
+        configuration.connectionPool = .init(idleTimeout: .seconds(60), concurrentHTTP1ConnectionsPerHostSoftLimit: 64)
+        configuration.httpVersion = .automatic
+        configuration.decompression = .disabled
+        configuration.redirectConfiguration = .disallow
+        self.clients = (0..<max(1, clients)).map { _ in HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration) }
+    }
+
+    public func send(_ request: OutgoingRequest, timeout: Duration) async throws(TransportError) -> ProviderAnswer {
+        let client = clients[counter.next() % clients.count]
+        var outgoing = HTTPClientRequest(url: request.url)
+        outgoing.method = .POST
+        for (name, value) in request.headers { outgoing.headers.add(name: name, value: value) }
+        outgoing.body = .bytes(ByteBuffer(bytes: request.body))
+        let milliseconds = max(1, timeout.components.seconds.saturatingMultiply(1_000) + timeout.components.attoseconds / 1_000_000_000_000_000)
+        do {
+            let response = try await client.execute(outgoing, timeout: .milliseconds(milliseconds))
+            var body = ByteBuffer()
+            var truncated = false
+            for try await var chunk in response.body {
+                let room = Self.maximumAnswerBytes - body.readableBytes
+                if chunk.readableBytes > room {
+                    truncated = true
+                    if room > 0, let slice = chunk.readSlice(length: room) { body.writeImmutableBuffer(slice) }
+                    break
+                }
+                body.writeBuffer(&chunk)
+            }
+            _ = truncated
+            return ProviderAnswer(
+                status: Int(response.status.code), retryAfter: response.headers.first(name: "retry-after"),
+                body: Array(buffer: body))
+        } catch {
+            throw TransportError(Self.describe(error))
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if let error = error as? HTTPClientError { return "HTTP client: \(error.shortDescription)" }
+        return "transport: \(String(describing: error).prefix(200))"
+    }
+
+    /// Shuts the clients down (they must be, before the process ends).
+    public func shutdown() async throws {
+        for client in clients { try await client.shutdown() }
+    }
+}
+
+extension Int64 {
+    func saturatingMultiply(_ other: Int64) -> Int64 {
+        let (value, overflow) = multipliedReportingOverflow(by: other)
+        return overflow ? (self < 0) != (other < 0) ? .min : .max : value
+    }
+}
+
+/// A lock-protected counter (round-robin).
+final class ManagedAtomicCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+
+    func next() -> Int {
+        lock.lock()
+        defer { lock.unlock() }
+        value &+= 1
+        return value & Int.max
+    }
+}
+
+extension HTTPClientError {
+    var shortDescription: String { String(describing: self).prefix(120).description }
+}
