@@ -99,6 +99,7 @@ let package = Package(
                 "PushStore",
                 "PushAPI",
                 "PushIngest",
+                "PushDelivery",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

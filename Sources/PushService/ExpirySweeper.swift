@@ -17,6 +17,8 @@ struct ExpirySweeper: Service {
     /// What the sweeper sleeps on between passes.
     let clock: any Clock<Duration>
     let logger: Logger
+    /// Called after revocations were queued (the delivery worker looks for work).
+    var didQueue: @Sendable () -> Void = {}
 
     static let batch = 500
 
@@ -55,6 +57,7 @@ struct ExpirySweeper: Service {
             }
             if total > 0 {
                 registry.nudge()
+                didQueue()
                 logger.info("expired subscriptions removed", metadata: ["count": "\(total)"])
             }
         } catch {

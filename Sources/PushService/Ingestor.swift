@@ -34,6 +34,8 @@ struct Ingestor: Service {
     /// Milliseconds since the epoch.
     let now: @Sendable () -> Int64
     let logger: Logger
+    /// Called after a commit that queued notifications (the delivery worker looks for work).
+    var didQueue: @Sendable () -> Void = {}
 
     typealias SnapshotRequest = (app: String, tree: DataTree, through: Int64)
 
@@ -185,6 +187,7 @@ struct Ingestor: Service {
         let result = try await retrying("committing a batch") { try await store.commit(prepared.batch) }
         for (ack, answer) in prepared.answers { ack.complete(answer) }
         if !result.revoked.isEmpty { registry.nudge() }
+        if result.queued > 0 || result.coalesced > 0 { didQueue() }
         logger.debug(
             "batch committed",
             metadata: [

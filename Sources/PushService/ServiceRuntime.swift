@@ -3,6 +3,7 @@ import Hummingbird
 import Logging
 import PushAPI
 import PushCore
+import PushDelivery
 import PushIngest
 import PushJOSE
 import PushStore
@@ -101,7 +102,7 @@ public struct ServiceRuntime: Sendable {
         let pipeline = RecordPipeline(
             processor: loaded.processor, watermarks: checkpoints.compactMapValues(\.lastSeq), settings: { settings[$0] ?? .standard })
         let queue = IngestQueue()
-        let ingestor = Ingestor(
+        var ingestor = Ingestor(
             queue: queue, store: store, registry: registry, sealers: sealers,
             deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), initial: pipeline, loaded: loaded,
             configuration: ingestConfiguration, now: clockMilliseconds, logger: logger)
@@ -113,20 +114,49 @@ public struct ServiceRuntime: Sendable {
             sources.append(.init(service: UnixSocketSource(path: path, queue: queue, logger: logger)))
         }
 
-        let sweeper = ExpirySweeper(
+        // Delivery: one shared HTTP client, a sender per application and provider, the worker.
+        let transport = try AsyncHTTPTransport(clients: 4, caFile: configuration.delivery.caFile)
+        let context = SenderContext(transport: transport, timeout: configuration.delivery.timeout, now: clockMilliseconds)
+        let senders: ConfiguredSenders
+        do {
+            senders = try ConfiguredSenders(configuration, context: context)
+        } catch {
+            try? await transport.shutdown()
+            throw error
+        }
+        let notices = RejectionNotices(store: store, sealers: sealers, logger: logger)
+        let dispatcher = Dispatcher(
+            store: store, senders: senders,
+            configuration: .init(
+                retry: configuration.delivery.retryPolicy, perProvider: configuration.delivery.perProvider, perApp: configuration.delivery.perApp,
+                claimant: "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)", releaseAllAtStart: true),
+            revokeNotice: { await notices.notice(for: $0) }, now: clockMilliseconds, clock: timerClock, logger: logger,
+            onRevoked: { _ in registry.nudge() })
+        ingestor.didQueue = { dispatcher.nudge() }
+
+        var sweeper = ExpirySweeper(
             store: store, registry: registry, sealers: sealers, interval: configuration.expiry.interval, now: clock,
             nowMilliseconds: clockMilliseconds, clock: timerClock, logger: logger)
+        sweeper.didQueue = { dispatcher.nudge() }
         let follower = ChangeFollower(store: store, registry: registry, interval: followInterval, logger: logger)
         let syncer = IndexSyncer(registry: registry, logger: logger)
         // A graceful shutdown stops services in reverse order: the API, then the sources (no
-        // more input), then the rest, and last the ingestor, which commits what was queued.
+        // more input), then the rest, then the ingestor, which commits what was queued, and
+        // last the delivery worker, which waits for the answers of the sends in flight (each
+        // has its deadline) and stores them.
         let group = ServiceGroup(
             configuration: .init(
-                services: [.init(service: ingestor), .init(service: sweeper), .init(service: follower), .init(service: syncer)]
+                services: (configuration.delivery.enabled ? [.init(service: dispatcher)] : []) + [.init(service: ingestor), .init(service: sweeper), .init(service: follower), .init(service: syncer)]
                     + sources + [.init(service: server)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
-        try await group.run()
+        do {
+            try await group.run()
+        } catch {
+            try? await transport.shutdown()
+            throw error
+        }
+        try? await transport.shutdown()
         logger.info("stopped")
     }
 

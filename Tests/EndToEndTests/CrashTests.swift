@@ -63,12 +63,13 @@ struct CrashTests {
             store: {sqlite: ./store.db}
             ingest: {queueFile: ./changes.ndjson, deadLetter: ./dead.ndjson, snapshotAfter: 4KiB}
             http: {port: 0}
+            delivery: {enabled: false}
             expiry: {interval: 30s}
             apps:
               toto:
                 keys: \(keys)
                 signingKey: sig-hs
-                webhooks: {orders: {url: "https://example.com/hooks", secret: "whsec_abc"}}
+                webhooks: {orders: {url: "https://example.com/hooks", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}
                 subscriptions: {maxWeight: 2KiB}
               other:
                 keys: \(keys)

@@ -28,7 +28,7 @@ struct ServiceBadInputTests {
             fcm: {serviceAccountFile: \(ConfigurationTests.serviceAccount), endpoint: "https://fcm.googleapis.com"}
             hms: {clientId: "1234567", clientSecret: "\(hmsSecret)", endpoint: "https://push-api.cloud.huawei.com"}
             webhooks:
-              orders: {url: "https://example.com/hooks/orders", secret: "whsec_abc"}
+              orders: {url: "https://example.com/hooks/orders", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
             subscriptions: {defaultLifetime: 7d, maxLifetime: 30d, maxWeight: 1MiB}
         """
     }

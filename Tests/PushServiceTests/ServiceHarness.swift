@@ -51,11 +51,12 @@ final class ServiceHarness: Sendable {
         let configuration = ingestSection + """
             store: {sqlite: ./store.db}
             http: {host: 127.0.0.1, port: 0}
+            delivery: {enabled: false}   # these tests read the outbox as ingestion left it
             expiry: {interval: 1s}
             apps:
               toto:
                 auth: {hs256Secret: "\(Self.secret)"}
-                webhooks: {orders: {url: "https://example.com/hooks/orders", secret: whsec}}
+                webhooks: {orders: {url: "https://example.com/hooks/orders", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}
                 keys: \(keys)
                 signingKey: sig-es
                 subscriptions: {defaultLifetime: 7d, maxLifetime: 30d}

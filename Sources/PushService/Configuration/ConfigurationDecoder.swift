@@ -73,6 +73,7 @@ struct ConfigurationDecoder {
             retry.initial = retry.window
         }
         let delivery = ServiceConfiguration.Delivery(
+            enabled: deliverySection.boolean("enabled") ?? true,
             retry: retry,
             timeout: deliverySection.duration("timeout", range: .milliseconds(100) ... .seconds(600)) ?? .seconds(10),
             perProvider: Int(concurrency.integer("perProvider", range: 1...65_536, expected: "1 to 65536") ?? 256),
@@ -316,6 +317,15 @@ struct Section {
             return nil
         }
         return number
+    }
+
+    func boolean(_ key: String) -> Bool? {
+        guard let value = value(key) else { return nil }
+        guard case .bool(let flag) = value else {
+            problem(key, "expected true or false, got \(value.excerpt)")
+            return nil
+        }
+        return flag
     }
 
     func number(_ key: String, range: ClosedRange<Double>) -> Double? {

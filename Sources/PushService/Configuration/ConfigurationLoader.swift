@@ -263,6 +263,12 @@ public enum ConfigurationLoader {
                 throw ConfigurationError("\(variable) (\(key)): expected a decimal number such as 2 or 0.2, got \(quotedString(text))")
             }
             return .double(number)
+        case .boolean:
+            switch text {
+            case "true": return .bool(true)
+            case "false": return .bool(false)
+            default: throw ConfigurationError("\(variable) (\(key)): expected true or false, got \(quotedString(text))")
+            }
         case .string, .duration, .size, .secret:
             return .string(text)
         }

@@ -16,6 +16,7 @@ indirect enum ConfigurationSchema: Sendable {
         ]),
         "http": .object(["host": .leaf(.string), "port": .leaf(.integer)]),
         "delivery": .object([
+            "enabled": .leaf(.boolean),
             "retry": .object([
                 "initial": .leaf(.duration), "multiplier": .leaf(.number), "jitter": .leaf(.number), "window": .leaf(.duration),
             ]),
@@ -47,6 +48,8 @@ enum ConfigurationValueKind: Sendable, Equatable {
     case string
     /// A decimal integer.
     case integer
+    /// `true` or `false`.
+    case boolean
     /// A decimal number.
     case number
     /// `500ms`, `10s`, `5m`, `2h`, `7d`.

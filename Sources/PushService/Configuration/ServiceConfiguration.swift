@@ -40,6 +40,9 @@ public struct ServiceConfiguration: Sendable {
             public var window: Duration
         }
 
+        /// `delivery.enabled`: `false` runs ingestion only, notifications waiting in the outbox
+        /// (maintenance, or a stand-by instance). Default true.
+        public var enabled: Bool
         public var retry: Retry
         /// `delivery.timeout` per request. Default 10s.
         public var timeout: Duration
