@@ -158,7 +158,7 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "EndToEndTests", dependencies: ["PushCore", "PushJOSE", "PushStore"]),
+        .testTarget(name: "EndToEndTests", dependencies: ["PushCore", "PushJOSE", "PushStore", "PushTestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -47,8 +47,10 @@ public final class FakeProviders: Sendable {
         /// The status answered.
         public var status: Int
         public var headers: [String: String]
-        /// Milliseconds since the epoch (the fake's clock).
+        /// When it was answered: milliseconds since the epoch (the fake's clock).
         public var at: Int64
+        /// When it arrived (before a scripted slow answer).
+        public var arrivedAt: Int64
     }
 
     /// A scripted answer.
@@ -227,11 +229,13 @@ public final class FakeProviders: Sendable {
 
     // MARK: - Handlers
 
-    func record(_ provider: String, _ target: String, _ data: [UInt8], _ status: Int, _ request: Request) {
+    func record(_ provider: String, _ target: String, _ data: [UInt8], _ status: Int, _ request: Request, arrived: Int64? = nil) {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         let at = now()
-        state.withLock { $0.received.append(Received(provider: provider, target: target, data: data, status: status, headers: headers, at: at)) }
+        state.withLock {
+            $0.received.append(Received(provider: provider, target: target, data: data, status: status, headers: headers, at: at, arrivedAt: arrived ?? at))
+        }
     }
 
     func body(_ request: Request) async throws -> [UInt8] {
@@ -359,6 +363,7 @@ public final class FakeProviders: Sendable {
     static let reservedKeys: Set<String> = ["from", "message_type", "notification"]
 
     func fcm(_ request: Request, project: String) async throws -> Response {
+        let arrived = now()
         let bytes = try await body(request)
         guard project == Self.projectID else {
             record("fcm", "", [], 404, request)
@@ -391,7 +396,7 @@ public final class FakeProviders: Sendable {
             apns?["payload"]?["aps"]?["content-available"]?.integerValue == 1, apns?["payload"]?["aps"]?["alert"] == nil
         else { return refuse("fcm", target, request, 400, "a data-only message to Apple devices must be a background push with priority 5") }
         if let scripted = await next(target) {
-            record("fcm", target, dataBytes, scripted.status.code, request)
+            record("fcm", target, dataBytes, scripted.status.code, request, arrived: arrived)
             return scripted
         }
         if target.hasPrefix("unregistered-") {
@@ -403,6 +408,7 @@ public final class FakeProviders: Sendable {
     }
 
     func hms(_ request: Request, client: String) async throws -> Response {
+        let arrived = now()
         let bytes = try await body(request)
         guard client == hmsClientID else {
             record("hms", "", [], 404, request)
@@ -429,7 +435,7 @@ public final class FakeProviders: Sendable {
         }
         let target = tokens[0]
         if let scripted = await next(target) {
-            record("hms", target, Array(data.utf8), scripted.status.code, request)
+            record("hms", target, Array(data.utf8), scripted.status.code, request, arrived: arrived)
             return scripted
         }
         if target.hasPrefix("unregistered-") {
@@ -449,6 +455,7 @@ public final class FakeProviders: Sendable {
     }
 
     func webhook(_ request: Request, name: String) async throws -> Response {
+        let arrived = now()
         let bytes = try await body(request)
         guard let secret = webhookSecrets[name], let verifier = try? WebhookVerifier(secret) else {
             record("webhook", name, bytes, 404, request)
@@ -462,7 +469,7 @@ public final class FakeProviders: Sendable {
             return respond(401, [])
         }
         if let scripted = await next("webhook:" + name) {
-            record("webhook", name, bytes, scripted.status.code, request)
+            record("webhook", name, bytes, scripted.status.code, request, arrived: arrived)
             return scripted
         }
         record("webhook", name, bytes, 200, request)
