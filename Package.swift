@@ -130,6 +130,7 @@ let package = Package(
                 "PushJOSE",
                 "PushStore",
                 "PushService",
+                "PushDelivery",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),

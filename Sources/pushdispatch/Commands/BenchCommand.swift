@@ -5,7 +5,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
         abstract: "Micro-benchmarks of the hot paths, on one core (build with -c release).",
-        subcommands: [BenchPayload.self, BenchParse.self, BenchV2.self, BenchIndex.self, BenchIngest.self, BenchSocket.self, BenchRestart.self]
+        subcommands: [BenchPayload.self, BenchParse.self, BenchV2.self, BenchIndex.self, BenchIngest.self, BenchSocket.self, BenchRestart.self, BenchDeliver.self]
     )
 }
 
