@@ -210,7 +210,9 @@ public final class Dispatcher: Service, Sendable {
                         now: now, limit: min(free, 512), claimant: configuration.claimant, leaseUntil: now.saturatingAdding(configuration.lease),
                         excluding: excluded)
                 }
-                if claimed.count < min(free, 512) || free <= 0 {
+                // Only when nothing more is due now: the next due time, to sleep until. (With
+                // every slot taken, a finished send wakes the loop; no need to look.)
+                if free > 0 && claimed.count < min(free, 512) {
                     nextDue = try await store.nextDue(excluding: excluded)
                 }
                 failures = 0

@@ -23,8 +23,8 @@ struct BenchDeliver: AsyncParsableCommand {
         abstract: "Deliveries per second from the outbox to a local fake FCM, with firebase-admin on the same fake in the same run.")
 
     @Option(help: "Notifications to deliver (one per subscription).") var messages = 20_000
-    @Option(help: "Independent HTTP clients the sends are spread over.") var clients = 4
-    @Option(help: "Sends at once (per provider and per application).") var concurrency = 256
+    @Option(help: "Independent HTTP clients the sends are spread over.") var clients = 2
+    @Option(help: "Sends at once (per provider and per application; the service's default per application is 64).") var concurrency = 64
     @Option(help: "The fake FCM's URL; default: start ../shared/bench/run_peer.sh --serve.") var url: String?
     @Option(help: "The folder of run_peer.sh and firebase_admin_peer.py.") var peer: String?
     @Flag(help: "Skip the firebase-admin run.") var noPeer = false
