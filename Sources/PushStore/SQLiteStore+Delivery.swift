@@ -44,7 +44,6 @@ extension SQLiteStore: DeliveryStore {
         guard !settlements.isEmpty else { return SettleResult() }
         return try await write { db in
             var result = SettleResult()
-            let held = try RawStatement(db, "DELETE FROM notification WHERE id = ? AND claimed_by = ?")
             let schedule = try RawStatement(
                 db,
                 """
@@ -67,14 +66,26 @@ extension SQLiteStore: DeliveryStore {
                     db, sql: "SELECT subscription_handle, coalescable, created_at FROM notification WHERE id = ? AND claimed_by = ?",
                     arguments: [id, claimant])
             }
+            // Delivered and dropped notifications (most of a batch) go with a few statements.
+            let done = settlements.compactMap { settlement -> Int64? in
+                switch settlement {
+                case .delivered(let id), .drop(let id): id
+                default: nil
+                }
+            }
+            var start = 0
+            while start < done.count {
+                let chunk = done[start..<min(done.count, start + 500)]
+                try db.execute(
+                    sql: "DELETE FROM notification WHERE claimed_by = ? AND id IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))",
+                    arguments: StatementArguments([claimant] as [any DatabaseValueConvertible] + chunk.map { $0 as any DatabaseValueConvertible }))
+                result.lost += chunk.count - db.changesCount
+                start += chunk.count
+            }
             for settlement in settlements {
                 switch settlement {
-                case .delivered(let id), .drop(let id):
-                    let deleted = try held.run {
-                        try $0.bind(id)
-                        try $0.bind(claimant)
-                    }
-                    if deleted == 0 { result.lost += 1 }
+                case .delivered, .drop:
+                    continue
                 case .release(let id):
                     let released = try unclaim.run {
                         try $0.bind(id)

@@ -27,7 +27,7 @@ struct DeliveryCrashTests {
             store: {sqlite: ./store.db}
             ingest: {queueFile: ./changes.ndjson, deadLetter: ./dead.ndjson}
             http: {port: 0}
-            delivery: {concurrency: {perProvider: 16, perApp: 16}, timeout: 5s}
+            delivery: {concurrency: {perProvider: 16, perApp: 16}, timeout: 30s}
             apps:
               toto:
                 fcm: {serviceAccountFile: ./service-account.json, endpoint: "\(fakes.fcmEndpoint)"}

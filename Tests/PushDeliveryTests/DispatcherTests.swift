@@ -54,7 +54,8 @@ final class DeliveryHarness: @unchecked Sendable {
         path = folder.appendingPathComponent("store.db").path
         store = try SQLiteStore(path: path)
         transport = try AsyncHTTPTransport(clients: 2, caFile: tls ? ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path : nil)
-        let context = SenderContext(transport: transport, timeout: .seconds(5), now: now)
+        // Generous: a loaded CI machine must not turn a slow answer into a retry the manual clock never reaches.
+        let context = SenderContext(transport: transport, timeout: .seconds(60), now: now)
         directory = Directory(
             fcm: FCMSender(key: fakes.serviceAccount, endpoint: fakes.fcmEndpoint, context: context),
             hms: HMSSender(
@@ -124,7 +125,7 @@ final class DeliveryHarness: @unchecked Sendable {
     }
 
     /// Waits (real time) until `condition` holds.
-    func eventually(_ what: String, timeout: Double = 30, _ condition: () async throws -> Bool) async throws {
+    func eventually(_ what: String, timeout: Double = 60, _ condition: () async throws -> Bool) async throws {
         let deadline = Date().addingTimeInterval(timeout)
         while try await !condition() {
             guard Date() < deadline else { throw HarnessError("timed out waiting for \(what)") }

@@ -150,6 +150,9 @@ struct IngestionTests {
         try await service.start()
         try await subscribe(service, [Self.subscription])
         for _ in 0..<200 where !FileManager.default.fileExists(atPath: service.socketPath) { try await Task.sleep(for: .milliseconds(10)) }
+        // The index takes a subscription created over REST asynchronously (within a second, as
+        // documented); a record sent before that would rightly find no subscriber.
+        try await Task.sleep(for: .seconds(1))
         let path = service.socketPath
         let answers = try await onThread { () -> [String] in
             let client = try SocketClient(path: path)
