@@ -21,8 +21,6 @@ public actor AccessTokenCache {
     var current: (token: Token, expiresAt: Int64)?
     var refreshing: Task<Token, any Error>?
     var generation = 0
-    /// Fetches made (tests, metrics).
-    public private(set) var fetches = 0
 
     public init(margin: Int64 = 300_000, now: @escaping @Sendable () -> Int64, fetch: @escaping Fetch) {
         self.fetch = fetch
@@ -51,7 +49,6 @@ public actor AccessTokenCache {
 
     func refresh() async throws -> Token {
         defer { refreshing = nil }
-        fetches += 1
         let fetched = try await fetch()
         generation += 1
         let token = Token(value: fetched.token, generation: generation)

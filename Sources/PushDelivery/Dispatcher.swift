@@ -13,9 +13,6 @@ public final class DeliveryCounters: Sendable {
     struct State {
         var outcomes: [String: Int] = [:]
         var retries: [String: Int] = [:]
-        var discarded = 0
-        var revoked = 0
-        var latencies: [String: [Double]] = [:]
     }
 
     let state = Mutex(State())

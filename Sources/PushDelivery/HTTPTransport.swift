@@ -3,6 +3,8 @@ import Foundation
 import NIOCore
 import NIOHTTP1
 import NIOSSL
+import PushCore
+import Synchronization
 
 /// A request a sender makes.
 public struct OutgoingRequest: Sendable {
@@ -41,9 +43,9 @@ public protocol HTTPTransport: Sendable {
 /// async-http-client keeps one HTTP/2 connection per host and its per-client throughput has a
 /// ceiling (`reference/swift-stack-notes.md`: ~6,000 req/s over HTTP/2 + TLS), so requests are
 /// spread round-robin over `clients` independent clients, each with its own connections.
-public final class AsyncHTTPTransport: HTTPTransport, @unchecked Sendable {
+public final class AsyncHTTPTransport: HTTPTransport, Sendable {
     let clients: [HTTPClient]
-    let counter = ManagedAtomicCounter()
+    let counter = Atomic<Int>(0)
     /// Answers longer than this are cut (a hostile or broken endpoint cannot exhaust memory).
     public static let maximumAnswerBytes = 1 << 20
 
@@ -66,26 +68,23 @@ public final class AsyncHTTPTransport: HTTPTransport, @unchecked Sendable {
     }
 
     public func send(_ request: OutgoingRequest, timeout: Duration) async throws(TransportError) -> ProviderAnswer {
-        let client = clients[counter.next() % clients.count]
+        let client = clients[(counter.wrappingAdd(1, ordering: .relaxed).newValue & Int.max) % clients.count]
         var outgoing = HTTPClientRequest(url: request.url)
         outgoing.method = .POST
         for (name, value) in request.headers { outgoing.headers.add(name: name, value: value) }
         outgoing.body = .bytes(ByteBuffer(bytes: request.body))
-        let milliseconds = max(1, timeout.components.seconds.saturatingMultiply(1_000) + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let milliseconds = max(1, timeout.wholeMilliseconds)
         do {
             let response = try await client.execute(outgoing, timeout: .milliseconds(milliseconds))
             var body = ByteBuffer()
-            var truncated = false
             for try await var chunk in response.body {
                 let room = Self.maximumAnswerBytes - body.readableBytes
                 if chunk.readableBytes > room {
-                    truncated = true
                     if room > 0, let slice = chunk.readSlice(length: room) { body.writeImmutableBuffer(slice) }
                     break
                 }
                 body.writeBuffer(&chunk)
             }
-            _ = truncated
             return ProviderAnswer(
                 status: Int(response.status.code), retryAfter: response.headers.first(name: "retry-after"),
                 body: Array(buffer: body))
@@ -102,26 +101,6 @@ public final class AsyncHTTPTransport: HTTPTransport, @unchecked Sendable {
     /// Shuts the clients down (they must be, before the process ends).
     public func shutdown() async throws {
         for client in clients { try await client.shutdown() }
-    }
-}
-
-extension Int64 {
-    func saturatingMultiply(_ other: Int64) -> Int64 {
-        let (value, overflow) = multipliedReportingOverflow(by: other)
-        return overflow ? (self < 0) != (other < 0) ? .min : .max : value
-    }
-}
-
-/// A lock-protected counter (round-robin).
-final class ManagedAtomicCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value = 0
-
-    func next() -> Int {
-        lock.lock()
-        defer { lock.unlock() }
-        value &+= 1
-        return value & Int.max
     }
 }
 

@@ -1,5 +1,11 @@
 import PushCore
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// When a failed delivery is tried again (SPEC §8, §11.8): from `initial`, multiplied by
 /// `multiplier` after each attempt, spread uniformly over ±`jitter`, never sooner than the
 /// provider's `Retry-After`, and only within `window` of the first attempt.
@@ -61,9 +67,3 @@ public struct RetryPolicy: Sendable, Equatable {
         return Int64(value)
     }
 }
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Darwin)
-import Darwin
-#endif

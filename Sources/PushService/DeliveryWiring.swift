@@ -63,14 +63,7 @@ struct ConfiguredSenders: SenderDirectory {
 extension ServiceConfiguration.Delivery {
     var retryPolicy: RetryPolicy {
         RetryPolicy(
-            initial: retry.initial.milliseconds, multiplier: retry.multiplier, jitter: retry.jitter, window: retry.window.milliseconds)
-    }
-}
-
-extension Duration {
-    /// Whole milliseconds, saturated.
-    var milliseconds: Int64 {
-        components.seconds.saturatingMultiplying(1_000).saturatingAdding(components.attoseconds / 1_000_000_000_000_000)
+            initial: retry.initial.wholeMilliseconds, multiplier: retry.multiplier, jitter: retry.jitter, window: retry.window.wholeMilliseconds)
     }
 }
 

@@ -54,16 +54,10 @@ extension SQLiteStore: DeliveryStore {
                 db, "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?")
             let dropSubscription = try RawStatement(db, "DELETE FROM notification WHERE subscription_handle = ?")
             let deleteSubscription = try RawStatement(db, "DELETE FROM subscription WHERE handle = ?")
-            let insert = try RawStatement(
-                db,
-                """
-                INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
-                                          payload, record_seq, created_at, next_attempt_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
+            let insert = try RawStatement(db, Self.insertNotificationSQL + " VALUES (\(Self.notificationMarks))")
             func holds(_ id: Int64) throws -> Row? {
                 try Row.fetchOne(
-                    db, sql: "SELECT subscription_handle, coalescable, created_at FROM notification WHERE id = ? AND claimed_by = ?",
+                    db, sql: "SELECT subscription_handle, coalescable FROM notification WHERE id = ? AND claimed_by = ?",
                     arguments: [id, claimant])
             }
             // Delivered and dropped notifications (most of a batch) go with a few statements.
@@ -139,20 +133,7 @@ extension SQLiteStore: DeliveryStore {
                     if try deleteSubscription.run({ try $0.bind(handle) }) > 0 {
                         result.revoked.append(handle)
                         if let entry = notification {
-                            try insert.run { binder in
-                                try binder.bind(entry.app)
-                                try binder.bind(entry.subscriptionHandle)
-                                try binder.bind(entry.subscriptionID)
-                                try binder.bind(entry.kind.rawValue)
-                                try binder.bind(entry.target)
-                                try binder.bind(entry.destination)
-                                try binder.bind(entry.notification.rawValue)
-                                try binder.bind(entry.notification.coalesces)
-                                try binder.bind(blob: entry.payload)
-                                try binder.bind(entry.recordSeq)
-                                try binder.bind(now)
-                                try binder.bind(now)
-                            }
+                            try insert.run { try Self.bindNotification(&$0, entry, now: now) }
                         }
                     }
                 }

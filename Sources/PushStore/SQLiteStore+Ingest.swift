@@ -25,32 +25,10 @@ extension SQLiteStore: IngestStore {
             let dropWaiting = try RawStatement(
                 db, "DELETE FROM notification WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL")
             let insertIfSubscribed = try RawStatement(
-                db,
-                """
-                INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
-                                          payload, record_seq, created_at, next_attempt_at)
-                SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM subscription WHERE handle = ?)
-                """)
-            let insert = try RawStatement(
-                db,
-                """
-                INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
-                                          payload, record_seq, created_at, next_attempt_at)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """)
+                db, Self.insertNotificationSQL + " SELECT \(Self.notificationMarks) WHERE EXISTS (SELECT 1 FROM subscription WHERE handle = ?)")
+            let insert = try RawStatement(db, Self.insertNotificationSQL + " VALUES (\(Self.notificationMarks))")
             func bindRow(_ binder: inout RawStatement.Binder, _ entry: OutboxEntry) throws {
-                try binder.bind(entry.app)
-                try binder.bind(entry.subscriptionHandle)
-                try binder.bind(entry.subscriptionID)
-                try binder.bind(entry.kind.rawValue)
-                try binder.bind(entry.target)
-                try binder.bind(entry.destination)
-                try binder.bind(entry.notification.rawValue)
-                try binder.bind(entry.notification.coalesces)
-                try binder.bind(blob: entry.payload)
-                try binder.bind(entry.recordSeq)
-                try binder.bind(batch.now)
-                try binder.bind(batch.now)
+                try Self.bindNotification(&binder, entry, now: batch.now)
             }
             for operation in operations {
                 switch operation {
@@ -111,6 +89,30 @@ extension SQLiteStore: IngestStore {
             }
             return result
         }
+    }
+
+    /// The columns a new notification row gets; `notificationMarks` (one `?` each) and
+    /// ``bindNotification(_:_:now:)`` go with it.
+    static let insertNotificationSQL = """
+        INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                  payload, record_seq, created_at, next_attempt_at)
+        """
+    static let notificationMarks = Array(repeating: "?", count: 12).joined(separator: ", ")
+
+    /// Binds a new notification row of `entry`, created and first due at `now`.
+    static func bindNotification(_ binder: inout RawStatement.Binder, _ entry: OutboxEntry, now: Int64) throws {
+        try binder.bind(entry.app)
+        try binder.bind(entry.subscriptionHandle)
+        try binder.bind(entry.subscriptionID)
+        try binder.bind(entry.kind.rawValue)
+        try binder.bind(entry.target)
+        try binder.bind(entry.destination)
+        try binder.bind(entry.notification.rawValue)
+        try binder.bind(entry.notification.coalesces)
+        try binder.bind(blob: entry.payload)
+        try binder.bind(entry.recordSeq)
+        try binder.bind(now)
+        try binder.bind(now)
     }
 
     /// Coalesces `value`/`noData` notifications of one subscription within the batch as the

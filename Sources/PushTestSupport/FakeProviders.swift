@@ -488,7 +488,7 @@ public final class FakeProviders: Sendable {
                     let byte = part[index]
                     if byte == UInt8(ascii: "+") {
                         out.append(UInt8(ascii: " "))
-                    } else if byte == UInt8(ascii: "%"), index + 2 < part.endIndex + 0, let value = UInt8(String(decoding: part[(index + 1)...(index + 2)], as: UTF8.self), radix: 16) {
+                    } else if byte == UInt8(ascii: "%"), index + 2 < part.endIndex, let value = UInt8(String(decoding: part[(index + 1)...(index + 2)], as: UTF8.self), radix: 16) {
                         out.append(value)
                         index += 2
                     } else {

@@ -3,69 +3,15 @@ import Logging
 import PushCore
 @testable import PushIngest
 import Synchronization
+import PushTestSupport
 import Testing
 
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A client of the socket source, on a real Unix socket.
-final class SocketClient: @unchecked Sendable {
-    // @unchecked Sendable: a test uses one client from one thread at a time.
-    let descriptor: Int32
-
-    init(path: String) throws {
-        descriptor = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
-        }
-        let result = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(descriptor, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard result == 0 else { throw POSIXError(.ECONNREFUSED) }
-    }
-
-    deinit { close(descriptor) }
-
-    func send(_ text: String) {
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            if sent <= 0 { return }
-            offset += sent
-        }
-    }
-
-    /// Sends without blocking; returns the bytes the socket took.
-    func trySend(_ bytes: ArraySlice<UInt8>) -> Int {
-        bytes.withUnsafeBytes { Glibc.send(descriptor, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT)) }
-    }
-
-    /// Answer lines received within `timeout`, until `count` arrived.
-    func answers(_ count: Int, timeout: Double) -> [String] {
-        var text = ""
-        let end = Date().addingTimeInterval(timeout)
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while text.filter({ $0 == "\n" }).count < count && Date() < end {
-            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-            if poll(&poller, 1, Int32(max(1, end.timeIntervalSinceNow * 1000))) <= 0 { break }
-            let read = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
-            if read <= 0 { break }
-            text += String(decoding: buffer[0..<read], as: UTF8.self)
-        }
-        return text.split(separator: "\n").map(String.init)
-    }
-}
 
 /// Runs blocking work on a thread of its own.
-func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
-    try await withCheckedThrowingContinuation { continuation in
-        Thread { continuation.resume(with: Result { try body() }) }.start()
-    }
-}
 
 @Suite("The Unix-socket source", .serialized)
 struct UnixSocketSourceTests {

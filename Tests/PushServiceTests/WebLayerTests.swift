@@ -6,6 +6,7 @@ import NIOCore
 import PushAPI
 import PushCore
 @testable import PushService
+import PushTestSupport
 import Testing
 
 /// What the web layer answers on its own, before any route: every error has the JSON body of

@@ -17,3 +17,11 @@ extension Int64 {
         return (self < 0) == (other < 0) ? .max : .min
     }
 }
+
+extension Duration {
+    /// Whole milliseconds, saturated (a configured or provider-given duration cannot trap).
+    @inlinable
+    public var wholeMilliseconds: Int64 {
+        components.seconds.saturatingMultiplying(1_000).saturatingAdding(components.attoseconds / 1_000_000_000_000_000)
+    }
+}

@@ -541,7 +541,7 @@ enum ConfigurationValues {
 
     /// A duration as the configuration would write it.
     static func describe(_ duration: Duration) -> String {
-        let milliseconds = duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000
+        let milliseconds = duration.wholeMilliseconds
         for (suffix, unit) in [("d", Int64(86_400_000)), ("h", 3_600_000), ("m", 60_000), ("s", 1000)]
         where milliseconds >= unit && milliseconds % unit == 0 {
             return "\(milliseconds / unit)\(suffix)"

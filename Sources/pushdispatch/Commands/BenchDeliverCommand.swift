@@ -68,7 +68,7 @@ struct BenchDeliver: AsyncParsableCommand {
         }
         _ = try await store.commit(batch)
 
-        let key = try _benchServiceAccount(tokenURI: base + "/token")
+        let key = try Self.serviceAccount(tokenURI: base + "/token")
         let transport = try AsyncHTTPTransport(clients: clients)
         let context = SenderContext(transport: transport, timeout: .seconds(10), now: now)
         let latencies = LatencyLog()
@@ -105,17 +105,17 @@ struct BenchDeliver: AsyncParsableCommand {
         try python.run()
         python.waitUntilExit()
     }
-}
 
-/// A service-account key whose `token_uri` is the fake's.
-func _benchServiceAccount(tokenURI: String) throws -> ServiceAccountKey {
-    let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
-    var writer = JSONWriter()
-    writer.write([
-        "type": "service_account", "project_id": "p", "private_key_id": "k1", "private_key": .string(key.pemRepresentation),
-        "client_email": "bench@p.iam.gserviceaccount.com", "token_uri": .string(tokenURI),
-    ])
-    return try ServiceAccountKey(json: writer.bytes)
+    /// A service-account key whose `token_uri` is the fake's.
+    static func serviceAccount(tokenURI: String) throws -> ServiceAccountKey {
+        let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
+        var writer = JSONWriter()
+        writer.write([
+            "type": "service_account", "project_id": "p", "private_key_id": "k1", "private_key": .string(key.pemRepresentation),
+            "client_email": "bench@p.iam.gserviceaccount.com", "token_uri": .string(tokenURI),
+        ])
+        return try ServiceAccountKey(json: writer.bytes)
+    }
 }
 
 final class LatencyLog: Sendable {
