@@ -234,3 +234,41 @@ struct ProviderMessageTests {
         #expect(throws: WebhookSecretError.self) { try WebhookSecret("whsec_c2hvcnQ=") }
     }
 }
+
+@Suite("Provider answers: bad input")
+struct ClassifierBadInputTests {
+    static let names = [
+        "fcm-success", "fcm-unregistered", "fcm-invalid-token", "fcm-invalid-data-value", "fcm-quota-exceeded", "fcm-unauthenticated",
+        "fcm-third-party-auth", "google-token", "google-invalid-grant", "hms-token", "hms-token-invalid-client", "hms-success",
+        "hms-partial", "hms-token-expired", "hms-all-tokens-invalid",
+    ]
+
+    @Test("mutated provider bodies and headers never crash a classifier, and reasons stay bounded", arguments: [1, 2, 3] as [UInt64])
+    func mutatedAnswers(seed: UInt64) {
+        var mutator = Mutator(seed: seed)
+        for _ in 0..<120 {
+            for name in Self.names {
+                let recorded = ProviderFixtures.answer(name)
+                // Byte damage, or structural damage (wrong types, limits, deep nesting).
+                var body = mutator.mutateBytes(recorded.body)
+                if mutator.random.chance(50), let parsed = try? JSONParser.parse(recorded.body) {
+                    var writer = JSONWriter()
+                    writer.write(mutator.mutateJSON(parsed))
+                    body = writer.bytes
+                }
+                let status = mutator.random.pick([recorded.status, 200, 400, 401, 429, 503, -1, 99_999])
+                let retryAfter = String(decoding: mutator.mutateBytes(Array((recorded.retryAfter ?? "60").utf8)), as: UTF8.self)
+                let answer = ProviderAnswer(status: status, retryAfter: retryAfter, body: body)
+                for outcome in [
+                    AnswerClassifier.fcm(answer, now: .max), AnswerClassifier.hms(answer, token: "illegal-token", now: .min),
+                    AnswerClassifier.webhook(answer, now: 0),
+                ] {
+                    #expect(outcome.reason.unicodeScalars.count <= 300)
+                }
+                if case .success(let token) = AnswerClassifier.oauth(answer, now: .max) {
+                    #expect(!token.token.isEmpty && (0...86_400).contains(token.expiresIn))
+                }
+            }
+        }
+    }
+}
