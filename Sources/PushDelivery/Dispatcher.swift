@@ -13,6 +13,7 @@ public final class DeliveryCounters: Sendable {
     struct State {
         var outcomes: [String: Int] = [:]
         var retries: [String: Int] = [:]
+        var resends: [String: Int] = [:]
     }
 
     let state = Mutex(State())
@@ -34,6 +35,13 @@ public final class DeliveryCounters: Sendable {
     }
 
     public func retries(provider: String) -> Int { state.withLock { $0.retries[provider] ?? 0 } }
+
+    func resent(provider: String) {
+        state.withLock { $0.resends[provider, default: 0] += 1 }
+    }
+
+    /// Requests of `provider` lost in transit (reset, GOAWAY) and resent at once.
+    public func resends(provider: String) -> Int { state.withLock { $0.resends[provider] ?? 0 } }
 
     /// Every count, keyed `provider/outcome`.
     public var all: [String: Int] { state.withLock { $0.outcomes } }
@@ -267,6 +275,9 @@ public final class Dispatcher: Service, Sendable {
             }
         }
     }
+
+    /// No notification claimed, in flight or waiting for its settlement.
+    var isIdle: Bool { state.withLock { $0.inFlight == 0 && $0.completed.isEmpty } }
 
     func complete(_ notification: StoredNotification, _ outcome: DeliveryOutcome, provider: String) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in

@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOHTTP2
 import NIOSSL
 import PushCore
 import Synchronization
@@ -23,9 +24,13 @@ public struct OutgoingRequest: Sendable {
 /// timeouts), the request may or may not have reached the provider.
 public struct TransportError: Error, Sendable, CustomStringConvertible {
     public var description: String
+    /// The connection or stream went away under a sent request (a reset, a GOAWAY, a close
+    /// before the answer): the request is resent at once rather than after a back-off.
+    public var lostInTransit: Bool
 
-    public init(_ description: String) {
+    public init(_ description: String, lostInTransit: Bool = false) {
         self.description = description
+        self.lostInTransit = lostInTransit
     }
 }
 
@@ -89,13 +94,28 @@ public final class AsyncHTTPTransport: HTTPTransport, Sendable {
                 status: Int(response.status.code), retryAfter: response.headers.first(name: "retry-after"),
                 body: Array(buffer: body))
         } catch {
-            throw TransportError(Self.describe(error))
+            throw TransportError(Self.describe(error), lostInTransit: Self.isLostInTransit(error))
         }
     }
 
     static func describe(_ error: any Error) -> String {
         if let error = error as? HTTPClientError { return "HTTP client: \(error.shortDescription)" }
         return "transport: \(String(describing: error).prefix(200))"
+    }
+
+    /// Whether `error` means the connection or stream went away under the request
+    /// (`reference/swift-stack-notes.md`: a GOAWAY fails requests with `remoteConnectionClosed`
+    /// or `StreamClosed`; streams the server refused were never processed). A refused
+    /// connection or a deadline is not: those wait for the back-off.
+    static func isLostInTransit(_ error: any Error) -> Bool {
+        switch error {
+        case let error as HTTPClientError: return error == .remoteConnectionClosed
+        case is NIOHTTP2Errors.StreamClosed: return true
+        case let error as ChannelError: return error == .ioOnClosedChannel || error == .eof || error == .outputClosed
+        case let error as IOError: return error.errnoCode == ECONNRESET || error.errnoCode == EPIPE
+        case let error as NIOSSLError: return error == .uncleanShutdown
+        default: return false
+        }
     }
 
     /// Shuts the clients down (they must be, before the process ends).

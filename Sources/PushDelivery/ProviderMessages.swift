@@ -73,6 +73,8 @@ public struct WebhookSecret: Sendable {
 }
 
 public struct WebhookSecretError: Error, CustomStringConvertible {
+    public init() {}
+
     public var description: String {
         "a webhook secret is \"whsec_\" followed by the base64 of at least 16 random bytes (Standard Webhooks)"
     }

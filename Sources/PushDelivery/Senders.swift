@@ -15,11 +15,33 @@ public struct SenderContext: Sendable {
     public var timeout: Duration
     /// Milliseconds since the epoch.
     public var now: @Sendable () -> Int64
+    /// Where resends of requests lost in transit are counted.
+    public var counters: DeliveryCounters?
+    /// How many times a request lost in transit (reset, GOAWAY) is resent at once before the
+    /// loss counts as a failed attempt with its back-off.
+    public static let immediateResends = 2
 
-    public init(transport: any HTTPTransport, timeout: Duration, now: @escaping @Sendable () -> Int64) {
+    public init(transport: any HTTPTransport, timeout: Duration, now: @escaping @Sendable () -> Int64, counters: DeliveryCounters? = nil) {
         self.transport = transport
         self.timeout = timeout
         self.now = now
+        self.counters = counters
+    }
+
+    /// Sends `request`; a request lost in transit is resent at once, up to
+    /// ``immediateResends`` times (a refused stream was never processed; a reset one may have
+    /// been: at-least-once, as for any retry).
+    func send(_ request: OutgoingRequest, provider: String) async throws(TransportError) -> ProviderAnswer {
+        var resends = 0
+        while true {
+            do {
+                return try await transport.send(request, timeout: timeout)
+            } catch {
+                guard error.lostInTransit, resends < Self.immediateResends, !Task.isCancelled else { throw error }
+                resends += 1
+                counters?.resent(provider: provider)
+            }
+        }
     }
 }
 
@@ -27,7 +49,8 @@ public struct SenderContext: Sendable {
 /// (one refresh shared by all concurrent sends) and resends once. A second refusal is a
 /// credentials fault: the application is paused.
 func sendWithToken(
-    tokens: AccessTokenCache, context: SenderContext, request: (String) -> OutgoingRequest, classify: (ProviderAnswer, Int64) -> DeliveryOutcome
+    provider: String, tokens: AccessTokenCache, context: SenderContext, request: (String) -> OutgoingRequest,
+    classify: (ProviderAnswer, Int64) -> DeliveryOutcome
 ) async -> DeliveryOutcome {
     for attempt in 0..<2 {
         let token: AccessTokenCache.Token
@@ -41,7 +64,7 @@ func sendWithToken(
         }
         let answer: ProviderAnswer
         do {
-            answer = try await context.transport.send(request(token.value), timeout: context.timeout)
+            answer = try await context.send(request(token.value), provider: provider)
         } catch {
             return .retry(reason: error.description, retryAfter: nil, slowDown: false)
         }
@@ -116,7 +139,7 @@ public struct FCMSender: NotificationSender {
     public func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome {
         let body = ProviderMessages.fcm(token: notification.entry.target ?? "", data: notification.entry.payload)
         return await sendWithToken(
-            tokens: tokens, context: context,
+            provider: provider, tokens: tokens, context: context,
             request: { token in
                 OutgoingRequest(url: url, headers: [("authorization", "Bearer " + token), ("content-type", "application/json; charset=UTF-8")], body: body)
             },
@@ -144,7 +167,7 @@ public struct HMSSender: NotificationSender {
         let deviceToken = notification.entry.target ?? ""
         let body = ProviderMessages.hms(token: deviceToken, data: notification.entry.payload)
         return await sendWithToken(
-            tokens: tokens, context: context,
+            provider: provider, tokens: tokens, context: context,
             request: { token in
                 OutgoingRequest(url: url, headers: [("authorization", "Bearer " + token), ("content-type", "application/json; charset=UTF-8")], body: body)
             },
@@ -180,7 +203,7 @@ public struct WebhookSender: NotificationSender {
             ("webhook-signature", secret.signature(id: id, timestamp: timestamp, body: body)),
         ]
         do {
-            let answer = try await context.transport.send(OutgoingRequest(url: url, headers: headers, body: body), timeout: context.timeout)
+            let answer = try await context.send(OutgoingRequest(url: url, headers: headers, body: body), provider: provider)
             return AnswerClassifier.webhook(answer, now: context.now())
         } catch {
             return .retry(reason: error.description, retryAfter: nil, slowDown: false)

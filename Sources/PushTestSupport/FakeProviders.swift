@@ -7,6 +7,8 @@ import HummingbirdCore
 import HummingbirdHTTP2
 import Logging
 import NIOCore
+import NIOHTTP2
+import NIOHTTPTypes
 import NIOSSL
 import PushCore
 import PushJOSE
@@ -63,6 +65,12 @@ public final class FakeProviders: Sendable {
         case normal
         /// Waits, then answers `then`.
         indirect case slow(Duration, then: Step)
+        /// No answer: the connection is closed (HTTP/1.1) or the stream reset (HTTP/2) after
+        /// the request was read. Recorded with status 0.
+        case reset
+        /// HTTP/2: a GOAWAY whose last stream id is below this request's, then the stream
+        /// refused (the server did not process it); HTTP/1.1: a reset. Recorded with status 0.
+        case goAway
     }
 
     struct State {
@@ -127,9 +135,10 @@ public final class FakeProviders: Sendable {
             let configuration = TLSConfiguration.makeServerConfiguration(
                 certificateChain: try NIOSSLCertificate.fromPEMFile(folder.appendingPathComponent("server.pem").path).map { .certificate($0) },
                 privateKey: .privateKey(try NIOSSLPrivateKey(file: folder.appendingPathComponent("server-key.pem").path, format: .pem)))
-            server = try .http2Upgrade(tlsConfiguration: configuration)
+            server = try .http2Upgrade(
+                tlsConfiguration: configuration, configuration: .init(streamConfiguration: .init(additionalChannelHandlers: [ResetHandler(http2: true)])))
         } else {
-            server = .http1()
+            server = .http1(configuration: .init(additionalChannelHandlers: [ResetHandler(http2: false)]))
         }
         let application = Application(
             router: router, server: server, configuration: .init(address: .hostname("127.0.0.1", port: 0), serverName: "fake-providers"),
@@ -281,7 +290,16 @@ public final class FakeProviders: Sendable {
         case .slow(let duration, let then):
             try? await Task.sleep(for: duration)
             return await render(then)
+        case .reset, .goAway:
+            var headers = HTTPFields()
+            headers[ResetHandler.marker] = step.isGoAway ? "goaway" : "reset"
+            return Response(status: .init(code: 599), headers: headers)
         }
+    }
+
+    /// The status a scripted answer is recorded with: 0 for a reset.
+    static func status(of response: Response) -> Int {
+        response.headers[ResetHandler.marker] == nil ? response.status.code : 0
     }
 
     func issueToken(google: Bool) -> [UInt8] {
@@ -299,7 +317,7 @@ public final class FakeProviders: Sendable {
     func googleToken(_ request: Request) async throws -> Response {
         let form = Self.form(try await body(request))
         if let fault = state.withLock({ $0.googleOAuthFault }), let response = await render(fault) {
-            record("google-oauth", "", [], response.status.code, request)
+            record("google-oauth", "", [], Self.status(of: response), request)
             return response
         }
         guard form["grant_type"] == "urn:ietf:params:oauth:grant-type:jwt-bearer", let assertion = form["assertion"] else {
@@ -343,7 +361,7 @@ public final class FakeProviders: Sendable {
     func hmsToken(_ request: Request) async throws -> Response {
         let form = Self.form(try await body(request))
         if let fault = state.withLock({ $0.hmsOAuthFault }), let response = await render(fault) {
-            record("hms-oauth", "", [], response.status.code, request)
+            record("hms-oauth", "", [], Self.status(of: response), request)
             return response
         }
         guard form["grant_type"] == "client_credentials", form["client_id"] == hmsClientID, form["client_secret"] == hmsClientSecret else {
@@ -396,7 +414,7 @@ public final class FakeProviders: Sendable {
             apns?["payload"]?["aps"]?["content-available"]?.integerValue == 1, apns?["payload"]?["aps"]?["alert"] == nil
         else { return refuse("fcm", target, request, 400, "a data-only message to Apple devices must be a background push with priority 5") }
         if let scripted = await next(target) {
-            record("fcm", target, dataBytes, scripted.status.code, request, arrived: arrived)
+            record("fcm", target, dataBytes, Self.status(of: scripted), request, arrived: arrived)
             return scripted
         }
         if target.hasPrefix("unregistered-") {
@@ -435,7 +453,7 @@ public final class FakeProviders: Sendable {
         }
         let target = tokens[0]
         if let scripted = await next(target) {
-            record("hms", target, Array(data.utf8), scripted.status.code, request, arrived: arrived)
+            record("hms", target, Array(data.utf8), Self.status(of: scripted), request, arrived: arrived)
             return scripted
         }
         if target.hasPrefix("unregistered-") {
@@ -469,7 +487,7 @@ public final class FakeProviders: Sendable {
             return respond(401, [])
         }
         if let scripted = await next("webhook:" + name) {
-            record("webhook", name, bytes, scripted.status.code, request, arrived: arrived)
+            record("webhook", name, bytes, Self.status(of: scripted), request, arrived: arrived)
             return scripted
         }
         record("webhook", name, bytes, 200, request)
@@ -526,5 +544,46 @@ public struct WebhookVerifier: Sendable {
         hmac.update(data: body)
         let expected = "v1," + Data(hmac.finalize()).base64EncodedString()
         return header.split(separator: " ").contains { $0 == expected }
+    }
+}
+
+extension FakeProviders.Step {
+    var isGoAway: Bool {
+        if case .goAway = self { return true }
+        return false
+    }
+}
+
+/// Turns a response marked `x-fake-reset` into no answer at all: the connection is closed
+/// (HTTP/1.1) or the stream reset (HTTP/2), as a provider's load balancer may do.
+final class ResetHandler: ChannelOutboundHandler, RemovableChannelHandler {
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+    static let marker = HTTPField.Name("x-fake-reset")!
+    /// Whether this handler sits on an HTTP/2 stream (whose parent is the connection).
+    let http2: Bool
+    var dropping = false
+
+    init(http2: Bool) {
+        self.http2 = http2
+    }
+
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        if case .head(let head) = unwrapOutboundIn(data), let mark = head.headerFields[Self.marker] {
+            dropping = true
+            if mark == "goaway", http2, let connection = context.channel.parent,
+                let stream = try? context.channel.syncOptions?.getOption(HTTP2StreamChannelOptions.streamID)
+            {
+                let last = HTTP2StreamID(max(0, Int(stream) - 2))
+                connection.writeAndFlush(HTTP2Frame(streamID: .rootStream, payload: .goAway(lastStreamID: last, errorCode: .noError, opaqueData: nil)))
+                    .whenComplete { _ in }
+            }
+            context.close(mode: .all, promise: nil)
+        }
+        guard !dropping else {
+            promise?.fail(ChannelError.ioOnClosedChannel)
+            return
+        }
+        context.write(data, promise: promise)
     }
 }

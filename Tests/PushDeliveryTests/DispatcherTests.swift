@@ -18,6 +18,7 @@ final class DeliveryHarness: @unchecked Sendable {
     let transport: AsyncHTTPTransport
     let directory: Directory
     let random: RandomValue
+    let counters = DeliveryCounters()
     var dispatcher: Dispatcher!
     var task: Task<Void, any Error>?
     static let webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -55,7 +56,7 @@ final class DeliveryHarness: @unchecked Sendable {
         store = try SQLiteStore(path: path)
         transport = try AsyncHTTPTransport(clients: 2, caFile: tls ? ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path : nil)
         // Generous: a loaded CI machine must not turn a slow answer into a retry the manual clock never reaches.
-        let context = SenderContext(transport: transport, timeout: .seconds(60), now: now)
+        let context = SenderContext(transport: transport, timeout: .seconds(60), now: now, counters: counters)
         directory = Directory(
             fcm: FCMSender(key: fakes.serviceAccount, endpoint: fakes.fcmEndpoint, context: context),
             hms: HMSSender(
@@ -77,7 +78,7 @@ final class DeliveryHarness: @unchecked Sendable {
                 notice.payload = Array(#"{"s":"OK","t":"revoke","r":"delivery_rejected"}"#.utf8)
                 if entry.kind == .webhook { notice.payload = Array(#"{"app":"toto","event":{"t":"revoke"}}"#.utf8) }
                 return notice
-            }, now: now, clock: clock, random: { random.value.withLock { $0 } }, logger: logger)
+            }, now: now, clock: clock, random: { random.value.withLock { $0 } }, counters: counters, logger: logger)
     }
 
     func start() {
@@ -340,10 +341,7 @@ struct DispatcherTests {
         // last decides whether the sender is paused for another 30 s; then everything goes.
         try await h.advance(by: 30_000)
         try await h.eventually("the second probe") { h.sends("fcm").filter { $0.target == "t1" }.count == 2 }
-        try await h.eventually("the probe settled") {
-            let empty = try await h.outbox().isEmpty
-            return empty || (h.dispatcher.paused[fcm] != nil && h.clock.sleeperCount >= 1)
-        }
+        try await h.eventually("the probe settled") { h.dispatcher.isIdle }
         if try await !h.outbox().isEmpty { try await h.advance(by: 30_000) }
         try await h.eventually("delivered") { try await h.outbox().isEmpty }
         #expect(h.dispatcher.paused.isEmpty)
@@ -470,6 +468,36 @@ struct DispatcherTests {
         try await h.eventually("the revoke sent") { h.sends("webhook").count == 4 }
         #expect(String(decoding: h.sends("webhook")[3].data, as: UTF8.self).contains("revoke"))
         #expect(h.sends("webhook").allSatisfy { $0.status != 401 })
+    }
+
+    @Test("a request lost to a reset is resent at once; lost three times, it waits for its back-off", arguments: [false, true])
+    func resets(tls: Bool) async throws {
+        let h = try await DeliveryHarness(tls: tls)
+        defer { Task { await h.close() } }
+        h.fakes.script("t1", [.reset, .reset, .normal])
+        h.fakes.script("t2", [.reset, .reset, .reset, .normal])
+        h.fakes.script("webhook:orders", [.goAway, .normal])
+        let first = try await h.subscribe(token: "t1")
+        let second = try await h.subscribe(token: "t2", path: "/b")
+        let hook = try await h.subscribe(.webhook, token: "", path: "/w")
+        h.start()
+        try await h.queue(first)
+        try await h.queue(second)
+        try await h.eventually("t1 delivered") { h.sends("fcm").filter { $0.target == "t1" }.map(\.status) == [0, 0, 200] }
+        try await h.eventually("t2 lost three times") { h.sends("fcm").filter { $0.target == "t2" }.map(\.status) == [0, 0, 0] }
+        // A GOAWAY (HTTP/2) refuses the stream; alone on its connection, so that no other
+        // request is refused with it.
+        try await h.eventually("t2 waiting for its retry") { h.counters.deliveries(provider: "fcm", outcome: "retry") == 1 }
+        try await h.queue(hook)
+        try await h.eventually("the webhook delivered") { h.sends("webhook").map(\.status) == [0, 200] }
+        // Resent at once: no time passed on the clock.
+        #expect(h.sends("fcm").allSatisfy { $0.at == h.base })
+        #expect(h.counters.resends(provider: "fcm") == 4)
+        #expect(h.counters.resends(provider: "webhook") == 1)
+        try await h.advance(by: 1_000)
+        try await h.eventually("t2 delivered after 1 s") { h.sends("fcm").filter { $0.target == "t2" }.map(\.status) == [0, 0, 0, 200] }
+        try await h.eventually("the outbox to empty") { try await h.outbox().isEmpty }
+        #expect(h.counters.deliveries(provider: "fcm", outcome: "delivered") == 2)
     }
 
     @Test("HTTPS with HTTP/2 to the fakes, trusting the test CA through caFile")

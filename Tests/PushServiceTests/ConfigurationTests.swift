@@ -9,7 +9,7 @@ struct ConfigurationTests {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("fixtures")
     static let environment = [
-        "TOTO_AUTH_SECRET": "a-secret-of-at-least-thirty-two-bytes!", "TOTO_HMS_SECRET": "hms", "TOTO_WEBHOOK_SECRET": "whsec",
+        "TOTO_AUTH_SECRET": "a-secret-of-at-least-thirty-two-bytes!", "TOTO_HMS_SECRET": "hms", "TOTO_WEBHOOK_SECRET": "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
     ]
 
     func load(_ text: String, _ environment: [String: String] = ConfigurationTests.environment) throws -> ServiceConfiguration {
@@ -55,9 +55,9 @@ struct ConfigurationTests {
 
     @Test("JSON is YAML")
     func json() throws {
-        let configuration = try load(#"{"http":{"port":9000},"apps":{"a":{"webhooks":{"w":{"url":"http://h/x","secret":"s"}}}}}"#)
+        let configuration = try load(#"{"http":{"port":9000},"apps":{"a":{"webhooks":{"w":{"url":"http://h/x","secret":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}}}}"#)
         #expect(configuration.http.port == 9000)
-        #expect(configuration.apps["a"]?.webhooks["w"]?.secret.value == "s")
+        #expect(configuration.apps["a"]?.webhooks["w"]?.secret.value == "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
     }
 
     static let serviceAccount = fixtures.appendingPathComponent("config/toto-service-account.json").path
@@ -81,7 +81,7 @@ struct ConfigurationTests {
         let configuration = try load(text, environment)
         #expect(configuration.http == .init(host: "0.0.0.0", port: 9090))
         #expect(configuration.apps["my-app"]?.fcm?.endpoint == "https://fcm.test:8443")
-        #expect(configuration.apps["my-app"]?.webhooks["orders"]?.secret.value == "whsec")
+        #expect(configuration.apps["my-app"]?.webhooks["orders"]?.secret.value == "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
         #expect(configuration.delivery.retry.initial == .milliseconds(500))
         #expect(configuration.delivery.retry.jitter == 0.5)
         #expect(configuration.apps["my-app"]?.subscriptions.maxWeight == 64 << 10)
@@ -89,20 +89,20 @@ struct ConfigurationTests {
 
     @Test("an override is the variable's exact text, converted to the key's type")
     func overridesAreExact() throws {
-        let text = "apps: {a: {webhooks: {w: {url: \"https://a/b\", secret: x}}, auth: {hs256Secret: placeholder-placeholder-placeholder}}}"
+        let text = "apps: {a: {hms: {clientId: \"1\", clientSecret: x}, auth: {hs256Secret: placeholder-placeholder-placeholder}}}"
         var environment = Self.environment
         // YAML would read 'abc #x' as "abc" (a comment) and 'yes' as a boolean: an override is text.
-        environment["PUSHDISPATCH_APPS_A_WEBHOOKS_W_SECRET"] = "abc #x"
+        environment["PUSHDISPATCH_APPS_A_HMS_CLIENTSECRET"] = "abc #x"
         environment["PUSHDISPATCH_APPS_A_AUTH_HS256SECRET"] = "yes-this-is-a-secret-of-32-bytes-or-more"
         environment["PUSHDISPATCH_APPS_A_AUTH_ISSUER"] = "null"
         var configuration = try load(text, environment)
-        #expect(configuration.apps["a"]?.webhooks["w"]?.secret.value == "abc #x")
+        #expect(configuration.apps["a"]?.hms?.clientSecret.value == "abc #x")
         #expect(configuration.apps["a"]?.auth?.hs256Secret?.value == "yes-this-is-a-secret-of-32-bytes-or-more")
         #expect(configuration.apps["a"]?.auth?.issuer == "null")
         environment = Self.environment
-        environment["PUSHDISPATCH_APPS_A_WEBHOOKS_W_SECRET"] = "yes"
+        environment["PUSHDISPATCH_APPS_A_HMS_CLIENTSECRET"] = "yes"
         configuration = try load(text, environment)
-        #expect(configuration.apps["a"]?.webhooks["w"]?.secret.value == "yes")
+        #expect(configuration.apps["a"]?.hms?.clientSecret.value == "yes")
     }
 
     @Test("a bad or empty override is refused, naming the variable and the key", arguments: [
@@ -177,9 +177,9 @@ struct ConfigurationTests {
         #expect(error("apps: {a: *x}").contains("line 1: a '*'"))
         // & and * inside values are values.
         for text in [
-            "apps: {a: {webhooks: {w: {url: \"https://h/p?a=1&b=2\", secret: \"x*y\"}}}}",
-            "apps: {a: {webhooks: {w: {url: 'https://h/p?a=1&b=2', secret: 'it''s a*y'}}}}",
-            "apps: {a: {webhooks: {w: {url: https://h/p?a=1&b=2, secret: a*b&c}}}}  # a*comment &x",
+            "apps: {a: {webhooks: {w: {url: \"https://h/p?a=1&b=2\", secret: \"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\"}}, hms: {clientId: \"1\", clientSecret: \"x*y\"}}}",
+            "apps: {a: {webhooks: {w: {url: 'https://h/p?a=1&b=2', secret: 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'}}, hms: {clientId: '1', clientSecret: 'it''s a*y'}}}",
+            "apps: {a: {webhooks: {w: {url: https://h/p?a=1&b=2, secret: whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw}}, hms: {clientId: '1', clientSecret: a*b&c}}}  # a*comment &x",
         ] {
             #expect(error(text) == "no error", "\(text): \(error(text))")
         }
@@ -221,6 +221,10 @@ struct ConfigurationTests {
 
     @Test("bad configurations are refused with the key, the problem and what was expected", arguments: [
         ("htpp: {port: 1}", "htpp: unknown key; expected one of apps, delivery, expiry, http, ingest, store"),
+        (
+            "apps: {a: {webhooks: {w: {url: https://h/p, secret: s3cret}}}}",
+            "apps.a.webhooks.w.secret: a webhook secret is \"whsec_\" followed by the base64 of at least 16 random bytes (Standard Webhooks)"
+        ),
         ("http: {port: 70000}", "http.port: 70000 is out of range; expected a port: 0 to 65535"),
         ("http: {port: \"80\"}", "http.port: expected an integer"),
         ("http: [1]", "http: expected a mapping of keys, got an array"),

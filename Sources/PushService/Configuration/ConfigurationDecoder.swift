@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushDelivery
 import PushJOSE
 
 /// Turns the configuration JSON into a ``ServiceConfiguration``, checking every key. A problem
@@ -162,6 +163,9 @@ struct ConfigurationDecoder {
             let secret = webhookSection.secret("secret")
             if secret == nil && !webhookSection.has("secret") {
                 report.add("\(webhookSection.path).secret: missing; webhooks are signed (Standard Webhooks)")
+            }
+            if let secret, (try? WebhookSecret(secret.value)) == nil {
+                report.add("\(webhookSection.path).secret: \(WebhookSecretError().description)")
             }
             webhooks[name] = .init(url: url ?? "", secret: secret ?? Secret(""))
         }
