@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import PushCore
 import ServiceLifecycle
@@ -8,24 +11,52 @@ public protocol SenderDirectory: Sendable {
     func sender(for entry: OutboxEntry) -> (any NotificationSender)?
 }
 
-/// Counts of what delivery did, by provider and outcome (SPEC §11.13 labels).
+/// Counts of what delivery did, by provider and outcome (SPEC §11.13 labels): kept in memory
+/// (for `status` and tests, with per-minute counts of the last quarter hour) and, given a
+/// metrics factory, counted as `pushdispatch_deliveries_total{provider,outcome}`,
+/// `pushdispatch_retries_total{provider}`, `pushdispatch_revocations_total{reason}` and the
+/// `pushdispatch_delivery_latency_seconds{provider}` histogram.
 public final class DeliveryCounters: Sendable {
     struct State {
         var outcomes: [String: Int] = [:]
         var retries: [String: Int] = [:]
         var resends: [String: Int] = [:]
+        /// Minute (since the epoch) → `provider/outcome` → count.
+        var minutes: [Int64: [String: Int]] = [:]
     }
 
     let state = Mutex(State())
+    let metrics: LabelledMetrics
+    /// Milliseconds since the epoch (the per-minute counts).
+    let now: @Sendable () -> Int64
+    static let keptMinutes: Int64 = 15
 
-    public init() {}
+    public init(metrics: LabelledMetrics = LabelledMetrics(factory: nil), now: @escaping @Sendable () -> Int64 = { currentMilliseconds() }) {
+        self.metrics = metrics
+        self.now = now
+    }
 
     func count(provider: String, outcome: String) {
-        state.withLock { $0.outcomes["\(provider)/\(outcome)", default: 0] += 1 }
+        let minute = now() / 60_000
+        state.withLock { state in
+            state.outcomes["\(provider)/\(outcome)", default: 0] += 1
+            state.minutes[minute, default: [:]]["\(provider)/\(outcome)", default: 0] += 1
+            if state.minutes.count > Self.keptMinutes + 1 {
+                state.minutes = state.minutes.filter { $0.key > minute - Self.keptMinutes }
+            }
+        }
+        metrics.increment("pushdispatch_deliveries_total", [("provider", provider), ("outcome", outcome)])
+        if outcome == "revoked" { metrics.increment("pushdispatch_revocations_total", [("reason", RevokeReason.deliveryRejected.rawValue)]) }
     }
 
     func retried(provider: String) {
         state.withLock { $0.retries[provider, default: 0] += 1 }
+        metrics.increment("pushdispatch_retries_total", [("provider", provider)])
+    }
+
+    /// A provider's answer to a notification committed at `committedAt` (milliseconds).
+    func answered(provider: String, committedAt: Int64, at: Int64) {
+        metrics.record("pushdispatch_delivery_latency_seconds", [("provider", provider)], milliseconds: at.saturatingSubtracting(committedAt))
     }
 
     /// Deliveries of `provider` that ended with `outcome` (`delivered`, `retry`, `revoked`,
@@ -45,6 +76,27 @@ public final class DeliveryCounters: Sendable {
 
     /// Every count, keyed `provider/outcome`.
     public var all: [String: Int] { state.withLock { $0.outcomes } }
+
+    /// Counts keyed `provider/outcome` over the last `minutes` minutes (at most 15), this one
+    /// included.
+    public func recent(minutes: Int) -> [String: Int] {
+        let minute = now() / 60_000
+        let from = minute - Int64(max(1, min(minutes, Int(Self.keptMinutes)))) + 1
+        return state.withLock { state in
+            var sums: [String: Int] = [:]
+            for (at, counts) in state.minutes where at >= from {
+                for (key, count) in counts { sums[key, default: 0] += count }
+            }
+            return sums
+        }
+    }
+}
+
+/// Milliseconds since the epoch.
+public func currentMilliseconds() -> Int64 {
+    var time = timespec()
+    clock_gettime(CLOCK_REALTIME, &time)
+    return Int64(time.tv_sec) * 1_000 + Int64(time.tv_nsec) / 1_000_000
 }
 
 /// The delivery worker (SPEC §8): claims due notifications from the outbox (the oldest of each
@@ -355,6 +407,10 @@ public final class Dispatcher: Service, Sendable {
         let metadata: Logger.Metadata = [
             "app": "\(entry.app)", "subscription": "\(entry.subscriptionID)", "provider": "\(provider)", "outcome": "\(outcome.reason)",
         ]
+        switch outcome {
+        case .delivered, .revoke, .revokeDeadToken, .failed: counters.answered(provider: provider, committedAt: notification.createdAt, at: now)
+        default: break
+        }
         switch outcome {
         case .delivered:
             resumeIfPaused(key)

@@ -14,6 +14,8 @@ public struct QueueFileSource: Service {
     public let pollInterval: Duration
     public let maxLineBytes: Int
     public let logger: Logger
+    /// Called once the source follows its file (readiness).
+    public var onAttached: @Sendable () -> Void = {}
 
     public init(
         path: String, queue: IngestQueue, checkpoint: SourceCheckpoint?, pollInterval: Duration = .milliseconds(50),
@@ -31,6 +33,7 @@ public struct QueueFileSource: Service {
         let resume = checkpoint.flatMap { checkpoint in checkpoint.fileIdentity.map { ($0, checkpoint.position) } }
         var reader = QueueFileReader(path: path, checkpoint: resume, maxLineBytes: maxLineBytes)
         defer { reader.close() }
+        onAttached()
         var announcedMissing = false
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let lines = try reader.read()

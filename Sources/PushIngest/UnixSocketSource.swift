@@ -21,6 +21,8 @@ public struct UnixSocketSource: Service {
     public let maxLineBytes: Int
     public let maxUnanswered: Int
     public let logger: Logger
+    /// Called once the socket listens (readiness).
+    public var onAttached: @Sendable () -> Void = {}
 
     public init(path: String, queue: IngestQueue, maxLineBytes: Int = 16 << 20, maxUnanswered: Int = 4096, logger: Logger) {
         self.path = path
@@ -54,6 +56,7 @@ public struct UnixSocketSource: Service {
             throw IngestError("cannot listen on the Unix socket \(path): \(error)")
         }
         logger.info("listening for change records", metadata: ["socket": "\(path)"])
+        onAttached()
         let counter = Counter()
         func closeUnserved() async {
             for connection in unserved.connections.withLock({ $0.values }) {

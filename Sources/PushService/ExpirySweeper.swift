@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushDelivery
 import ServiceLifecycle
 
 /// Removes expired subscriptions every `interval` (SPEC §5, §11.9): each gets a `revoke` with
@@ -19,6 +20,8 @@ struct ExpirySweeper: Service {
     let logger: Logger
     /// Called after revocations were queued (the delivery worker looks for work).
     var didQueue: @Sendable () -> Void = {}
+    /// Where `pushdispatch_revocations_total{reason="expired"}` is counted.
+    var metrics = LabelledMetrics(factory: nil)
 
     static let batch = 500
 
@@ -53,6 +56,7 @@ struct ExpirySweeper: Service {
                 }
                 let result = try await store.commit(batch)
                 total += result.revoked.count
+                metrics.increment("pushdispatch_revocations_total", [("reason", RevokeReason.expired.rawValue)], by: result.revoked.count)
                 if due.count < Self.batch || result.revoked.isEmpty { break }
             }
             if total > 0 {

@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushDelivery
 import PushIngest
 import ServiceLifecycle
 
@@ -36,6 +37,8 @@ struct Ingestor: Service {
     let logger: Logger
     /// Called after a commit that queued notifications (the delivery worker looks for work).
     var didQueue: @Sendable () -> Void = {}
+    /// What was ingested, rejected and built (metrics).
+    var counters = IngestCounters(metrics: LabelledMetrics(factory: nil))
 
     typealias SnapshotRequest = (app: String, tree: DataTree, through: Int64)
 
@@ -99,6 +102,7 @@ struct Ingestor: Service {
         var answers: [(IngestAck, AckResult)]
         var lines: Int
         var accepted: Int
+        var counts: IngestCounters.Batch
         /// Trees to snapshot once the batch committed (the trees as of this batch).
         var snapshots: [(app: String, tree: DataTree)]
     }
@@ -111,6 +115,7 @@ struct Ingestor: Service {
         var answers: [(IngestAck, AckResult)] = []
         var positions: [String: (position: Int64, identity: String?)] = [:]
         var accepted = 0
+        var counts = IngestCounters.Batch()
         // The lines are applied in order; the notices of the batch's writes are resolved
         // against the stored subscriptions in one read of the directory, then built.
         var staged: [(record: ChangeRecord, notices: RecordPipeline.PendingNotices)] = []
@@ -126,11 +131,13 @@ struct Ingestor: Service {
             }
             switch outcome {
             case .rejected(let error):
+                counts.rejected[IngestCounters.reasonLabel(error.reason), default: 0] += 1
                 letters.append(
                     DeadLetter(timestamp: batch.now, source: line.source, position: line.position, reason: error.reason, line: line.bytes))
                 if let ack = line.ack { answers.append((ack, .rejected(seq: error.seq, reason: error.reason))) }
             case .accepted(let record, let changedTree, let notices):
                 accepted += 1
+                counts.ingested[line.source, default: 0] += 1
                 if changedTree {
                     batch.journal[record.app, default: []] += line.bytes
                     batch.journal[record.app]!.append(UInt8(ascii: "\n"))
@@ -145,7 +152,13 @@ struct Ingestor: Service {
             for notice in pending.resolve(stored) {
                 let entry: OutboxEntry?
                 do {
-                    entry = OutboxEntry(notice, payload: try state.builder.payload(notice).bytes, recordSeq: record.seq)
+                    let built = try state.builder.payload(notice)
+                    entry = OutboxEntry(notice, payload: built.bytes, recordSeq: record.seq)
+                    if case .revoke(let reason) = notice.event.body {
+                        counts.revocations[reason.rawValue, default: 0] += 1
+                    } else {
+                        counts.event(mode: notice.subscription.mode, status: built.status)
+                    }
                 } catch {
                     logger.error(
                         "a notification cannot be built; it is not sent",
@@ -173,7 +186,8 @@ struct Ingestor: Service {
                 state.journalBytes[app] = 0
             }
         }
-        return Prepared(batch: batch, letters: letters, answers: answers, lines: lines.count, accepted: accepted, snapshots: snapshots)
+        return Prepared(
+            batch: batch, letters: letters, answers: answers, lines: lines.count, accepted: accepted, counts: counts, snapshots: snapshots)
     }
 
     /// Commits a prepared batch, then answers its socket clients; returns the snapshots now due.
@@ -185,6 +199,7 @@ struct Ingestor: Service {
                 "change records rejected; see the dead-letter file", metadata: ["count": "\(prepared.letters.count)", "file": "\(deadLetters.path)"])
         }
         let result = try await retrying("committing a batch") { try await store.commit(prepared.batch) }
+        counters.committed(prepared.counts)
         for (ack, answer) in prepared.answers { ack.complete(answer) }
         if !result.revoked.isEmpty { registry.nudge() }
         if result.queued > 0 || result.coalesced > 0 { didQueue() }

@@ -1,6 +1,8 @@
 import Foundation
 import Hummingbird
 import Logging
+import NIOCore
+import Synchronization
 import PushAPI
 import PushCore
 import PushDelivery
@@ -68,7 +70,7 @@ public struct ServiceRuntime: Sendable {
 
     /// Runs until SIGTERM or SIGINT (or until the task is cancelled). `onListening` receives the
     /// HTTP port once the server accepts connections.
-    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }, stopper: ServiceStopper? = nil) async throws {
         let store = try Self.openStore(configuration)
         let serviceKeys = try await ServiceKey.loadOrCreate(in: store)
         let applications = try Self.applications(configuration)
@@ -78,12 +80,42 @@ public struct ServiceRuntime: Sendable {
             "subscriptions loaded", metadata: ["count": "\(registry.count)", "store": "\(store.path)"])
 
         let jwks = Self.publishedKeys(serviceKeys: serviceKeys, applications: applications)
+        var sourceNames: [String] = []
+        if configuration.ingest.queueFile != nil { sourceNames.append(QueueFileSource.name) }
+        if configuration.ingest.socket != nil { sourceNames.append(UnixSocketSource.name) }
+        let observability = Observability(sources: sourceNames, now: clockMilliseconds)
+        observability.declare(sources: sourceNames, providers: Self.providers(configuration))
+        let counters = DeliveryCounters(metrics: observability.metrics, now: clockMilliseconds)
+        let ingestCounters = IngestCounters(metrics: observability.metrics)
+        let paused = PausedApplications()
         let api = SubscriptionAPI(
             store: store, applications: applications.mapValues(\.api), clock: clock,
-            didChange: { registry.nudge() }, jwks: { jwks }, logger: logger)
+            // Read-your-writes: the answer to a subscription change waits until the index has
+            // it, so a record written after the answer is matched against it.
+            didChange: {
+                do { try await registry.sync() } catch { registry.nudge() }
+            }, jwks: { jwks }, readiness: { observability.readiness(paused: paused.applications) }, logger: logger)
         let logger = self.logger
+        let router = api.router()
+        let claimant = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
+        router.get("metrics") { _, _ in
+            let text = await observability.exposition(store: store, paused: paused.applications)
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: text)))
+        }
+        router.get("status") { _, _ in
+            let document = await OperatorStatus.document(
+                instance: claimant, observability: observability, store: store, deliveries: counters, ingest: ingestCounters,
+                paused: paused.details)
+            var writer = JSONWriter(capacity: 2048)
+            writer.write(document)
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+        }
         let server = Application(
-            router: api.router(),
+            router: router,
             server: SubscriptionAPI.server(limits: connectionLimits),
             configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "pushdispatch"),
             onServerRunning: { channel in
@@ -106,17 +138,22 @@ public struct ServiceRuntime: Sendable {
             queue: queue, store: store, registry: registry, sealers: sealers,
             deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), initial: pipeline, loaded: loaded,
             configuration: ingestConfiguration, now: clockMilliseconds, logger: logger)
+        ingestor.counters = ingestCounters
         var sources: [ServiceGroupConfiguration.ServiceConfiguration] = []
         if let path = configuration.ingest.queueFile {
-            sources.append(.init(service: QueueFileSource(path: path, queue: queue, checkpoint: checkpoints[QueueFileSource.name], logger: logger)))
+            var source = QueueFileSource(path: path, queue: queue, checkpoint: checkpoints[QueueFileSource.name], logger: logger)
+            source.onAttached = { observability.attached(QueueFileSource.name) }
+            sources.append(.init(service: source))
         }
         if let path = configuration.ingest.socket {
-            sources.append(.init(service: UnixSocketSource(path: path, queue: queue, logger: logger)))
+            var source = UnixSocketSource(path: path, queue: queue, logger: logger)
+            source.onAttached = { observability.attached(UnixSocketSource.name) }
+            sources.append(.init(service: source))
         }
 
         // Delivery: one shared HTTP client, a sender per application and provider, the worker.
         let transport = try AsyncHTTPTransport(clients: 4, caFile: configuration.delivery.caFile)
-        let context = SenderContext(transport: transport, timeout: configuration.delivery.timeout, now: clockMilliseconds)
+        let context = SenderContext(transport: transport, timeout: configuration.delivery.timeout, now: clockMilliseconds, counters: counters)
         let senders: ConfiguredSenders
         do {
             senders = try ConfiguredSenders(configuration, context: context)
@@ -129,15 +166,17 @@ public struct ServiceRuntime: Sendable {
             store: store, senders: senders,
             configuration: .init(
                 retry: configuration.delivery.retryPolicy, perProvider: configuration.delivery.perProvider, perApp: configuration.delivery.perApp,
-                claimant: "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)", releaseAllAtStart: true),
-            revokeNotice: { await notices.notice(for: $0) }, now: clockMilliseconds, clock: timerClock, logger: logger,
+                claimant: claimant, releaseAllAtStart: true),
+            revokeNotice: { await notices.notice(for: $0) }, now: clockMilliseconds, clock: timerClock, counters: counters, logger: logger,
             onRevoked: { _ in registry.nudge() })
+        paused.dispatcher.withLock { $0 = dispatcher }
         ingestor.didQueue = { dispatcher.nudge() }
 
         var sweeper = ExpirySweeper(
             store: store, registry: registry, sealers: sealers, interval: configuration.expiry.interval, now: clock,
             nowMilliseconds: clockMilliseconds, clock: timerClock, logger: logger)
         sweeper.didQueue = { dispatcher.nudge() }
+        sweeper.metrics = observability.metrics
         let follower = ChangeFollower(store: store, registry: registry, interval: followInterval, logger: logger)
         let syncer = IndexSyncer(registry: registry, logger: logger)
         // A graceful shutdown stops services in reverse order: the API, then the sources (no
@@ -150,6 +189,7 @@ public struct ServiceRuntime: Sendable {
                     + sources + [.init(service: server)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
+        stopper?.attach(group)
         do {
             try await group.run()
         } catch {
@@ -181,6 +221,23 @@ public struct ServiceRuntime: Sendable {
         }
     }
 
+    /// What `run` checks before it opens anything: every application prepared (keys, signing
+    /// key, authentication, service-account files). Throws ``ConfigurationError``.
+    public static func check(_ configuration: ServiceConfiguration) throws {
+        _ = try applications(configuration)
+    }
+
+    /// The providers some application uses: `fcm`, `hms`, `webhook`.
+    static func providers(_ configuration: ServiceConfiguration) -> [String] {
+        var providers: Set<String> = []
+        for app in configuration.apps.values {
+            if app.fcm != nil { providers.insert("fcm") }
+            if app.hms != nil { providers.insert("hms") }
+            if !app.webhooks.isEmpty { providers.insert("webhook") }
+        }
+        return providers.sorted()
+    }
+
     /// Checks and prepares every application (see ``PreparedApplication``).
     static func applications(_ configuration: ServiceConfiguration) throws -> [String: PreparedApplication] {
         try PreparedApplication.prepareAll(configuration, authentication: true)
@@ -210,5 +267,39 @@ public struct ServiceRuntime: Sendable {
             if let key = applications[id]?.signingKey, key.publicJSON != nil { keys.append(key) }
         }
         return ServiceKey.publicJWKSet(keys)
+    }
+}
+
+/// The dispatcher's paused senders, for readiness, metrics and status (empty until the
+/// dispatcher exists, and when delivery is off).
+final class PausedApplications: Sendable {
+    let dispatcher = Mutex<Dispatcher?>(nil)
+
+    var applications: [String] { dispatcher.withLock { $0 }?.pausedApplications ?? [] }
+    var details: [SenderKey: Dispatcher.Pause] { dispatcher.withLock { $0 }?.paused ?? [:] }
+}
+
+/// Stops a running service gracefully, as SIGTERM does (the demo and tests use it).
+public final class ServiceStopper: Sendable {
+    let state = Mutex<(group: ServiceGroup?, stopped: Bool)>((nil, false))
+
+    public init() {}
+
+    func attach(_ group: ServiceGroup) {
+        let stopped = state.withLock { state -> Bool in
+            state.group = group
+            return state.stopped
+        }
+        if stopped { Task { await group.triggerGracefulShutdown() } }
+    }
+
+    /// Asks the service to stop: ingest stops, what was taken is committed, the sends in flight
+    /// finish, the store closes.
+    public func stop() {
+        let group = state.withLock { state -> ServiceGroup? in
+            state.stopped = true
+            return state.group
+        }
+        if let group { Task { await group.triggerGracefulShutdown() } }
     }
 }

@@ -151,9 +151,7 @@ struct IngestionTests {
         try await service.start()
         try await subscribe(service, [Self.subscription])
         for _ in 0..<200 where !FileManager.default.fileExists(atPath: service.socketPath) { try await Task.sleep(for: .milliseconds(10)) }
-        // The index takes a subscription created over REST asynchronously (within a second, as
-        // documented); a record sent before that would rightly find no subscriber.
-        try await Task.sleep(for: .seconds(1))
+        // No wait: the API answers once the matching index has the subscription.
         let path = service.socketPath
         let answers = try await onThread { () -> [String] in
             let client = try SocketClient(path: path)

@@ -9,6 +9,14 @@ extension Int64 {
         return other > 0 ? .max : .min
     }
 
+    /// `self - other`, clamped like ``saturatingAdding(_:)``.
+    @inlinable
+    public func saturatingSubtracting(_ other: Int64) -> Int64 {
+        let (difference, overflow) = subtractingReportingOverflow(other)
+        if !overflow { return difference }
+        return other < 0 ? .max : .min
+    }
+
     /// `self * other`, clamped like ``saturatingAdding(_:)``.
     @inlinable
     public func saturatingMultiplying(_ other: Int64) -> Int64 {

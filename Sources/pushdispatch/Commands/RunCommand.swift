@@ -5,7 +5,7 @@ import PushService
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "run",
-        abstract: "Run the service: the subscription REST API, expiry, and (as they land) ingest and delivery.",
+        abstract: "Run the service: ingestion, matching, the outbox, delivery, expiry, the REST API, metrics and health.",
         discussion: "Stops gracefully on SIGTERM or SIGINT. Configuration: SPEC §9 and the README; PUSHDISPATCH_* variables override keys."
     )
 
@@ -15,11 +15,21 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String = "info"
 
+    @Option(help: "Log format on standard error: text (one readable line per event) or json (one JSON object per line).")
+    var logFormat: String = "text"
+
     func run() async throws {
         guard let level = Logger.Level(rawValue: logLevel) else {
             throw ValidationError("--log-level: expected one of trace, debug, info, notice, warning, error, critical")
         }
+        guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format: expected text or json") }
+        let json = logFormat == "json"
         LoggingSystem.bootstrap { label in
+            if json {
+                var handler = JSONLogHandler(label: label)
+                handler.logLevel = level
+                return handler
+            }
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = level
             return handler
