@@ -69,13 +69,13 @@ public final class Observability: Sendable {
     }
 
     /// The Prometheus text exposition, gauges read now.
-    func exposition(store: any DeliveryStore & SubscriptionStore, paused: [String]) async -> [UInt8] {
-        if let counts = try? await store.subscriptionCounts() {
+    func exposition(store: any IngestStore & SubscriptionStore, paused: [String]) async -> [UInt8] {
+        if let counts = try? await store.countByKind() {
             for (kind, gauge) in subscriptions { gauge.set(Double(counts[kind] ?? 0)) }
         }
-        if let summary = try? await store.outboxSummary() {
-            outboxDepth.set(Double(summary.depth))
-            oldestAge.set(summary.oldestCreatedAt.map { Double(max(0, now().saturatingSubtracting($0))) / 1_000 } ?? 0)
+        if let summary = try? await store.outboxDepth() {
+            outboxDepth.set(Double(summary.count))
+            oldestAge.set(summary.oldest.map { Double(max(0, now().saturatingSubtracting($0))) / 1_000 } ?? 0)
         }
         appsPaused.set(Double(paused.count))
         return registry.emitToBuffer()

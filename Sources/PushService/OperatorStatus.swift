@@ -4,18 +4,18 @@ import PushDelivery
 /// The document behind `GET /status` and `pushdispatch status`: what an operator asks first.
 enum OperatorStatus {
     static func document(
-        instance: String, observability: Observability, store: any DeliveryStore & SubscriptionStore & IngestStore, deliveries: DeliveryCounters,
+        instance: String, observability: Observability, store: any SubscriptionStore & IngestStore, deliveries: DeliveryCounters,
         ingest: IngestCounters, paused: [SenderKey: Dispatcher.Pause]
     ) async -> JSON {
         let now = observability.now()
         var outbox: JSON = ["depth": .null, "oldestAgeSeconds": .null]
-        if let summary = try? await store.outboxSummary() {
+        if let summary = try? await store.outboxDepth() {
             outbox = [
-                "depth": .int(Int64(summary.depth)),
-                "oldestAgeSeconds": summary.oldestCreatedAt.map { .int(max(0, now.saturatingSubtracting($0)) / 1_000) } ?? .null,
+                "depth": .int(Int64(summary.count)),
+                "oldestAgeSeconds": summary.oldest.map { .int(max(0, now.saturatingSubtracting($0)) / 1_000) } ?? .null,
             ]
         }
-        let counts = (try? await store.subscriptionCounts()) ?? [:]
+        let counts = (try? await store.countByKind()) ?? [:]
         let subscriptions = JSON.members(SubscriptionKind.allCases.map { ($0.rawValue, .int(Int64(counts[$0] ?? 0))) })
         func window(_ minutes: Int) -> JSON {
             JSON.members(deliveries.recent(minutes: minutes).sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })

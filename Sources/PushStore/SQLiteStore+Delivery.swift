@@ -142,23 +142,6 @@ extension SQLiteStore: DeliveryStore {
         }
     }
 
-    public func outboxSummary() async throws -> OutboxSummary {
-        try await read { db in
-            let row = try Row.fetchOne(db, sql: "SELECT count(*), min(created_at) FROM notification")
-            return OutboxSummary(depth: row?[0] ?? 0, oldestCreatedAt: row?[1])
-        }
-    }
-
-    public func subscriptionCounts() async throws -> [SubscriptionKind: Int] {
-        try await read { db in
-            var counts: [SubscriptionKind: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT kind, count(*) FROM subscription GROUP BY kind") {
-                if let kind = SubscriptionKind(rawValue: row[0]) { counts[kind] = row[1] }
-            }
-            return counts
-        }
-    }
-
     public func nextDue(excluding: Set<SenderKey>) async throws -> Int64? {
         let exclusion = Self.exclusion(excluding)
         return try await read { db in

@@ -59,24 +59,7 @@ public struct SettleResult: Sendable, Equatable {
 /// claim is held by a named claimant until a lease time, settling checks the claim is still
 /// held, and only the oldest notification of a subscription is ever claimed (order per
 /// subscription across instances).
-/// What waits in the outbox (metrics and `status`).
-public struct OutboxSummary: Sendable, Equatable {
-    /// Notifications waiting, claimed or not.
-    public var depth: Int
-    /// When the oldest waiting one was committed (milliseconds since the epoch); `nil` when
-    /// none waits.
-    public var oldestCreatedAt: Int64?
-
-    public init(depth: Int, oldestCreatedAt: Int64?) {
-        self.depth = depth
-        self.oldestCreatedAt = oldestCreatedAt
-    }
-}
-
 public protocol DeliveryStore: Sendable {
-    /// How many notifications wait and since when.
-    func outboxSummary() async throws -> OutboxSummary
-
     /// Claims up to `limit` notifications that are due at `now`: for each subscription only its
     /// oldest one, and only when nobody holds a live claim on it. Senders in `excluding`
     /// (paused, slowed down) are skipped. Ordered by due time.

@@ -69,9 +69,6 @@ public struct OutboxItem: Sendable, Equatable {
 /// Persistent subscriptions. Every implementation passes the same contract tests
 /// (`Tests/PushStoreTests`); SQLite is the embedded one.
 public protocol SubscriptionStore: Sendable {
-    /// How many subscriptions there are of each kind (kinds without any are absent).
-    func subscriptionCounts() async throws -> [SubscriptionKind: Int]
-
     /// Stores a subscription. When its tuple exists: refreshes it if `allowUpdate`, else
     /// reports the conflict. Atomic: of concurrent saves of one tuple, one creates.
     func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome
