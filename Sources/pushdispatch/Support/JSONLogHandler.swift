@@ -45,11 +45,10 @@ struct JSONLogHandler: LogHandler {
         FileHandle.standardError.write(Data(writer.bytes + [UInt8(ascii: "\n")]))
     }
 
-    /// RFC 3339 in UTC with milliseconds.
+    /// RFC 3339 in UTC with milliseconds (one value-type style, not a formatter per line).
+    static let style = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
+
     static func timestamp() -> String {
-        let now = Date()
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: now)
+        Date().formatted(style)
     }
 }
