@@ -30,6 +30,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio-http2", from: "1.46.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
         // The pure core: JSON, paths, data tree, diffs, payloads, subscriptions and their
@@ -47,10 +48,13 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
-        // Stores: SQLite (GRDB).
+        // Stores: SQLite (GRDB), PostgreSQL (postgres-nio).
         .target(
             name: "PushStore",
-            dependencies: ["PushCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift")]
+            dependencies: [
+                "PushCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         // Change-record sources: the queue-file tailer, the Unix socket, the dead-letter file.
         .target(
@@ -159,7 +163,10 @@ let package = Package(
             ]
         ),
         .testTarget(name: "PushDeliveryTests", dependencies: ["PushDelivery", "PushTestSupport", "PushStore", "PushJOSE"]),
-        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushJOSE"]),
+        .testTarget(
+            name: "PushStoreTests",
+            dependencies: ["PushStore", "PushJOSE", "PushTestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
         .testTarget(name: "PushIngestTests", dependencies: ["PushIngest", "PushTestSupport", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "PushServiceTests",

@@ -52,7 +52,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         case .constraint(let constraint):
             logger.warning("the store refused a write", metadata: ["constraint": "\(constraint)", "subscription": "\(error.subscriptionID ?? "-")"])
             return try APIError.badRequest("the subscription breaks a rule of the store: \(constraint)").response(from: request, context: context)
-        case .changeLogPruned, .corrupt, .unavailable:
+        case .changeLogPruned, .corrupt, .unavailable, .leaseLost:
             logger.error(
                 "store failure", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
             return try APIError.internalError.response(from: request, context: context)

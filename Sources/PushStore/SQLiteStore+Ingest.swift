@@ -7,6 +7,9 @@ extension SQLiteStore: IngestStore {
     static let snapshotChunkBytes = 4 << 20
 
     public func commit(_ batch: CommitBatch) async throws -> CommitResult {
+        guard batch.consumedInbox.isEmpty, batch.leases.isEmpty else {
+            throw StoreError(.unavailable("an inbox and application leases are for several instances, on PostgreSQL"))
+        }
         var result = CommitResult()
         let operations = Self.coalescedInBatch(batch.operations, coalesced: &result.coalesced)
         let initial = result

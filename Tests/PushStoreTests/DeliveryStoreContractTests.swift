@@ -28,7 +28,7 @@ struct DeliveryStoreContractTests {
 
     @Test("only the oldest notification of a subscription is claimed, and only once", arguments: StoreKind.all)
     func claimsHeads(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let a = makeSubscription(path: "/a", mode: .childEvent)
         let b = makeSubscription(path: "/b", context: "token-2", mode: .childEvent)
         let ha = try await stored(store, a)
@@ -60,7 +60,7 @@ struct DeliveryStoreContractTests {
 
     @Test("a retry keeps its place and its schedule; a newer value waiting takes it over", arguments: StoreKind.all)
     func retries(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let v = makeSubscription(path: "/v", mode: .value)
         let hv = try await stored(store, v)
         try await queue(store, now: 10, [entry(v, hv, .value, payload: "1")])
@@ -90,7 +90,7 @@ struct DeliveryStoreContractTests {
 
     @Test("discard drops what waits for the subscription and keeps it; drop removes one", arguments: StoreKind.all)
     func discardAndDrop(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let c = makeSubscription(path: "/c", mode: .childEvent)
         let hc = try await stored(store, c)
         try await queue(store, now: 10, [entry(c, hc, .childEvent, payload: "1"), entry(c, hc, .childEvent, payload: "2"), entry(c, hc, .childEvent, payload: "3")])
@@ -106,7 +106,7 @@ struct DeliveryStoreContractTests {
 
     @Test("revoke deletes the subscription and what waits for it, then queues its revoke notification", arguments: StoreKind.all)
     func revoke(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let c = makeSubscription(path: "/c", mode: .childEvent)
         let other = makeSubscription(path: "/o", context: "token-9", mode: .childEvent)
         let hc = try await stored(store, c)
@@ -130,13 +130,13 @@ struct DeliveryStoreContractTests {
 
     @Test("claims survive a reopen; releasing every claim makes them claimable again", arguments: StoreKind.all)
     func reopen(kind: StoreKind) async throws {
-        let made = try kind.make()
+        let made = try await kind.make()
         let store = made.store
         let v = makeSubscription(path: "/v", mode: .value)
         let hv = try await stored(store, v)
         try await queue(store, now: 10, [entry(v, hv, .value, payload: "1")])
         _ = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 1_000, excluding: [])
-        let reopened = try made.reopen()
+        let reopened = try await made.reopen()
         #expect(try await reopened.claim(now: 11, limit: 10, claimant: "y", leaseUntil: 1_000, excluding: []).isEmpty)
         #expect(try await reopened.releaseClaims(claimant: nil) == 1)
         #expect(try await reopened.claim(now: 11, limit: 10, claimant: "y", leaseUntil: 1_000, excluding: []).count == 1)

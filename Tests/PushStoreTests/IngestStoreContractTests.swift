@@ -16,7 +16,7 @@ struct IngestStoreContractTests {
 
     @Test("a value or noData notification replaces the waiting ones of its subscription; childEvent ones queue", arguments: StoreKind.all)
     func coalescing(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let value = makeSubscription(path: "/v", mode: .value)
         let child = makeSubscription(path: "/c", mode: .childEvent)
         let v = try await stored(store, value)
@@ -42,7 +42,7 @@ struct IngestStoreContractTests {
 
     @Test("a waiting notification that is backing off keeps its schedule when replaced; one in flight is not replaced")
     func coalescingKeepsScheduleSparesInFlight() async throws {
-        let sqlite = try StoreKind.sqlite.make().store as! SQLiteStore
+        let sqlite = try await StoreKind.sqlite.make().store as! SQLiteStore
         let value = makeSubscription(path: "/v", mode: .value)
         let v = try await stored(sqlite, value)
         var first = CommitBatch(now: 1)
@@ -69,7 +69,7 @@ struct IngestStoreContractTests {
 
     @Test("in one batch, a subscription's value/noData notifications make one, in the place of the first, as across batches", arguments: StoreKind.all)
     func coalescingInBatch(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let value = makeSubscription(path: "/v", mode: .value)
         let child = makeSubscription(path: "/c", mode: .childEvent)
         let v = try await stored(store, value)
@@ -87,7 +87,7 @@ struct IngestStoreContractTests {
 
     @Test("a notification for a subscription that is gone is not queued", arguments: StoreKind.all)
     func goneSubscription(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let subscription = makeSubscription()
         let handle = try await stored(store, subscription)
         _ = try await store.remove(app: "toto", uid: "u1", id: subscription.id)
@@ -99,7 +99,7 @@ struct IngestStoreContractTests {
 
     @Test("a revocation deletes the subscription, drops its waiting values, keeps its childEvents ahead, queues its revoke", arguments: StoreKind.all)
     func revocation(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let subscription = makeSubscription(mode: .value)
         let handle = try await stored(store, subscription)
         var batch = CommitBatch(now: 1)
@@ -121,7 +121,7 @@ struct IngestStoreContractTests {
 
     @Test("journal rows and checkpoints commit with the batch; a checkpoint is replaced", arguments: StoreKind.all)
     func journalAndCheckpoints(kind: StoreKind) async throws {
-        let (store, reopen) = try kind.make()
+        let (store, reopen) = try await kind.make()
         var batch = CommitBatch(now: 1)
         batch.journal = ["toto": Array("a\nb\n".utf8), "other": Array("c\n".utf8)]
         batch.checkpoints = [SourceCheckpoint(source: "queue-file", lastSeq: 7, position: 100, fileIdentity: "1:2"), SourceCheckpoint(source: "socket", lastSeq: 3)]
@@ -131,7 +131,7 @@ struct IngestStoreContractTests {
         next.journal = ["toto": Array("d\n".utf8)]
         next.checkpoints = [SourceCheckpoint(source: "queue-file", lastSeq: 9, position: 150, fileIdentity: "1:3")]
         _ = try await store.commit(next)
-        let again = try reopen()
+        let again = try await reopen()
         #expect(try await again.checkpoints() == [
             SourceCheckpoint(source: "queue-file", lastSeq: 9, position: 150, fileIdentity: "1:3"), SourceCheckpoint(source: "socket", lastSeq: 3),
         ])
@@ -142,7 +142,7 @@ struct IngestStoreContractTests {
 
     @Test("a failing batch commits nothing of itself", arguments: StoreKind.all)
     func atomicity(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let subscription = makeSubscription()
         let handle = try await stored(store, subscription)
         var bad = entry(subscription, handle, .value)
@@ -163,7 +163,7 @@ struct IngestStoreContractTests {
 
     @Test("a snapshot covers the journal up to its row, survives reopening, and replaces the previous one", arguments: StoreKind.all)
     func snapshots(kind: StoreKind) async throws {
-        let (store, reopen) = try kind.make()
+        let (store, reopen) = try await kind.make()
         var ids: [Int64] = []
         for line in ["1", "2", "3"] {
             var batch = CommitBatch(now: 1)

@@ -1,26 +1,69 @@
 import Foundation
+import Logging
 import PushCore
 import PushJOSE
 @testable import PushStore
+import PushTestSupport
 import Testing
 
-/// The contract every `SubscriptionStore` meets. Each test runs against every store kind in
-/// `StoreKind.all` (SQLite in a temporary folder; PostgreSQL joins when it exists).
+/// The contract every store meets. Each test runs against every store kind it applies to:
+/// SQLite in a temporary folder, and PostgreSQL (a database of its own on the test cluster of
+/// ``PostgresTestServer``) for what the PostgreSQL store implements so far: subscriptions, the
+/// change log and service keys.
+typealias FullStore = SubscriptionStore & ServiceKeyStore & IngestStore & DeliveryStore
+
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     case sqlite
+    case postgres
 
     var testDescription: String { rawValue }
 
-    static let all = StoreKind.allCases
+    /// Every store: SQLite, and PostgreSQL when a server runs (see ``subscriptionStores``).
+    static var all: [StoreKind] { subscriptionStores }
+
+    /// Kinds that implement `SubscriptionStore` and `ServiceKeyStore`.
+    static let subscriptionStores: [StoreKind] = {
+        switch PostgresTestServer.shared {
+        case .success: return [.sqlite, .postgres]
+        case .failure where ProcessInfo.processInfo.environment["PUSHDISPATCH_REQUIRE_POSTGRES"] == "1":
+            return [.sqlite, .postgres]  // CI: the PostgreSQL cases run and fail with the reason
+        case .failure(let error):
+            print("PostgreSQL store tests skipped: \(error)")
+            return [.sqlite]
+        }
+    }()
 
     /// A fresh, empty store; `reopen` gives another handle on the same data.
-    func make() throws -> (store: any SubscriptionStore & ServiceKeyStore & IngestStore & DeliveryStore, reopen: () throws -> any SubscriptionStore & ServiceKeyStore & IngestStore & DeliveryStore) {
+    func make() async throws -> (store: any FullStore, reopen: @Sendable () async throws -> any FullStore) {
         switch self {
         case .sqlite:
             let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-store-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
             let path = folder.appendingPathComponent("store.db").path
             return (try SQLiteStore(path: path), { try SQLiteStore(path: path) })
+        case .postgres:
+            let url = try PostgresTestServer.shared.get().createDatabase()
+            let logger = Logger(label: "postgres-test", factory: { _ in SwiftLogNoOpLogHandler() })
+            let store = try await PostgresStore.open(url: url, logger: logger)
+            return (store, { try await PostgresStore.open(url: url, logger: logger) })
+        }
+    }
+
+    /// A fresh, empty subscription store; `reopen` gives another handle on the same data.
+    func makeSubscriptionStore() async throws -> (
+        store: any SubscriptionStore & ServiceKeyStore, reopen: @Sendable () async throws -> any SubscriptionStore & ServiceKeyStore
+    ) {
+        switch self {
+        case .sqlite:
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-store-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let path = folder.appendingPathComponent("store.db").path
+            return (try SQLiteStore(path: path), { try SQLiteStore(path: path) })
+        case .postgres:
+            let url = try PostgresTestServer.shared.get().createDatabase()
+            let logger = Logger(label: "postgres-test", factory: { _ in SwiftLogNoOpLogHandler() })
+            let store = try await PostgresStore.open(url: url, logger: logger)
+            return (store, { try await PostgresStore.open(url: url, logger: logger) })
         }
     }
 }
@@ -45,9 +88,9 @@ func makeSubscription(
 
 @Suite("Subscription store contract")
 struct StoreContractTests {
-    @Test("save creates, then refreshes only when allowed, keeping createdAt and handle", arguments: StoreKind.all)
+    @Test("save creates, then refreshes only when allowed, keeping createdAt and handle", arguments: StoreKind.subscriptionStores)
     func saveCreatesRefreshesConflicts(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.makeSubscriptionStore().store
         let first = makeSubscription()
         guard case .created(let created) = try await store.save(first, allowUpdate: false) else { Issue.record("not created"); return }
         #expect(created.handle != nil)
@@ -63,9 +106,9 @@ struct StoreContractTests {
         #expect(try await store.subscription(app: "toto", uid: "u1", id: first.id) == refreshed)
     }
 
-    @Test("reads are scoped to the application and user", arguments: StoreKind.all)
+    @Test("reads are scoped to the application and user", arguments: StoreKind.subscriptionStores)
     func scopedReads(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.makeSubscriptionStore().store
         let mine = makeSubscription(path: "/x")
         let mineToo = makeSubscription(kind: .webhook, path: "/y", context: nil, destination: "orders")
         let theirs = makeSubscription(uid: "u2", path: "/x")
@@ -84,9 +127,9 @@ struct StoreContractTests {
         #expect(try await store.subscriptions(app: "other", after: 0, limit: 10).map(\.id) == [otherApp.id])
     }
 
-    @Test("remove and expiration updates answer nil for unknown subscriptions", arguments: StoreKind.all)
+    @Test("remove and expiration updates answer nil for unknown subscriptions", arguments: StoreKind.subscriptionStores)
     func removeAndUpdate(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.makeSubscriptionStore().store
         let subscription = makeSubscription()
         _ = try await store.save(subscription, allowUpdate: false)
         #expect(try await store.updateExpiration(app: "toto", uid: "u1", id: subscription.id, expiresAt: 2_222_222_222)?.expiresAt == 2_222_222_222)
@@ -99,7 +142,7 @@ struct StoreContractTests {
 
     @Test("expiry: due subscriptions are listed, and removed with their revoke only if still due", arguments: StoreKind.all)
     func expiry(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.make().store
         let due = makeSubscription(path: "/due", expiresAt: 1_000)
         let dueToo = makeSubscription(path: "/due2", expiresAt: 1_500)
         let later = makeSubscription(path: "/later", expiresAt: 5_000)
@@ -124,9 +167,9 @@ struct StoreContractTests {
         #expect(try await store.subscriptions(app: "toto", uid: "u1").map(\.id).sorted() == [dueToo.id, later.id].sorted())
     }
 
-    @Test("every committed change is logged in order, with what the index needs", arguments: StoreKind.all)
+    @Test("every committed change is logged in order, with what the index needs", arguments: StoreKind.subscriptionStores)
     func changeLog(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.makeSubscriptionStore().store
         let start = try await store.lastChange()
         let subscription = makeSubscription(mode: .value)
         guard case .created(let created) = try await store.save(subscription, allowUpdate: false) else {
@@ -152,9 +195,9 @@ struct StoreContractTests {
         #expect(try await store.lastChange() == last)  // sequences never go back
     }
 
-    @Test("index records page through every subscription in handle order", arguments: StoreKind.all)
+    @Test("index records page through every subscription in handle order", arguments: StoreKind.subscriptionStores)
     func indexRecords(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.makeSubscriptionStore().store
         for i in 0..<25 { _ = try await store.save(makeSubscription(path: "/p/\(i)", context: "t\(i)"), allowUpdate: false) }
         var records: [IndexRecord] = []
         var after: Int64 = 0
@@ -169,9 +212,9 @@ struct StoreContractTests {
         #expect(records.map(\.handle) == records.map(\.handle).sorted())
     }
 
-    @Test("100 concurrent saves of one tuple create one subscription", arguments: StoreKind.all)
+    @Test("100 concurrent saves of one tuple create one subscription", arguments: StoreKind.subscriptionStores)
     func concurrentSaves(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.makeSubscriptionStore().store
         let subscription = makeSubscription()
         let outcomes = try await withThrowingTaskGroup(of: SaveOutcome.self) { group in
             for i in 0..<100 {
@@ -184,21 +227,21 @@ struct StoreContractTests {
         #expect(try await store.subscriptions(app: "toto", uid: "u1").count == 1)
     }
 
-    @Test("data survives reopening", arguments: StoreKind.all)
+    @Test("data survives reopening", arguments: StoreKind.subscriptionStores)
     func persistence(kind: StoreKind) async throws {
-        let (store, reopen) = try kind.make()
+        let (store, reopen) = try await kind.makeSubscriptionStore()
         let subscription = makeSubscription()
         _ = try await store.save(subscription, allowUpdate: false)
         #expect(try await store.createServiceKeyIfNone(["kty": "EC", "kid": "k1"], kid: "k1").map { $0["kid"]!.stringValue! } == ["k1"])
         #expect(try await store.createServiceKeyIfNone(["kty": "EC", "kid": "k2"], kid: "k2").map { $0["kid"]!.stringValue! } == ["k1"])
-        let again = try reopen()
+        let again = try await reopen()
         #expect(try await again.subscription(id: subscription.id)?.tuple == subscription.tuple)
         #expect(try await again.loadServiceKeys().map { $0["kid"]!.stringValue! } == ["k1"])
     }
 
     @Test("handles are never reused, even the largest one after its deletion, across reopening", arguments: StoreKind.all)
     func handlesNeverReused(kind: StoreKind) async throws {
-        let (store, reopen) = try kind.make()
+        let (store, reopen) = try await kind.make()
         var seen: Set<Int64> = []
         var largest: Int64 = 0
         func create(_ path: String, on store: any SubscriptionStore) async throws -> Subscription {
@@ -217,7 +260,7 @@ struct StoreContractTests {
         _ = try await store.remove(app: "toto", uid: "u1", id: b.id)
         _ = try await create("/c", on: store)
         _ = try await store.remove(app: "toto", uid: "u1", id: a.id)
-        let again = try reopen()
+        let again = try await reopen()
         _ = try await create("/a", on: again)  // the same tuple as a, recreated: a new handle
         for subscription in try await again.subscriptions(app: "toto", uid: "u1") {
             var batch = CommitBatch(now: 0)
@@ -227,9 +270,9 @@ struct StoreContractTests {
         _ = try await create("/d", on: again)
     }
 
-    @Test("a reader behind a prune is told it missed changes", arguments: StoreKind.all)
+    @Test("a reader behind a prune is told it missed changes", arguments: StoreKind.subscriptionStores)
     func pruneGap(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.makeSubscriptionStore().store
         let start = try await store.lastChange()
         for i in 0..<5 { _ = try await store.save(makeSubscription(path: "/p/\(i)"), allowUpdate: false) }
         let last = try await store.lastChange()
@@ -247,10 +290,11 @@ struct StoreContractTests {
         }
     }
 
-    @Test("of processes starting together on one store, one service key is created", arguments: StoreKind.all)
+    @Test("of processes starting together on one store, one service key is created", arguments: StoreKind.subscriptionStores)
     func serviceKeyOnce(kind: StoreKind) async throws {
-        let (store, reopen) = try kind.make()
-        let handles: [any ServiceKeyStore] = [store] + (try (0..<3).map { _ in try reopen() })
+        let (store, reopen) = try await kind.makeSubscriptionStore()
+        var handles: [any ServiceKeyStore] = [store]
+        for _ in 0..<3 { handles.append(try await reopen()) }
         let kids = try await withThrowingTaskGroup(of: [String].self) { group in
             for i in 0..<24 {
                 let handle = handles[i % handles.count]
@@ -263,9 +307,9 @@ struct StoreContractTests {
         #expect(Set(kids) == [[stored[0]["kid"]!.stringValue!]])
     }
 
-    @Test("store errors are typed: the constraint and the subscription are named", arguments: StoreKind.all)
+    @Test("store errors are typed: the constraint and the subscription are named", arguments: StoreKind.subscriptionStores)
     func typedErrors(kind: StoreKind) async throws {
-        let store = try kind.make().store
+        let store = try await kind.makeSubscriptionStore().store
         let bad = makeSubscription(expiresAt: 0)
         do {
             _ = try await store.save(bad, allowUpdate: false)

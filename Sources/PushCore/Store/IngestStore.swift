@@ -111,13 +111,20 @@ public struct CommitBatch: Sendable {
     public var legacyProcessed: [Int64] = []
     /// Milliseconds since the epoch: the notifications' creation and first due time.
     public var now: Int64
+    /// Several instances (PostgreSQL): the inbox rows the batch processed, deleted with it.
+    public var consumedInbox: [Int64] = []
+    /// Several instances: the application leases the batch was processed under (application →
+    /// fencing token) and their holder. The commit fails with `.leaseLost`, writing nothing,
+    /// unless the holder still holds every one of them.
+    public var leases: [String: Int64] = [:]
+    public var leaseHolder: String?
 
     public init(now: Int64) {
         self.now = now
     }
 
     public var isEmpty: Bool {
-        operations.isEmpty && journal.isEmpty && checkpoints.isEmpty && legacyProcessed.isEmpty
+        operations.isEmpty && journal.isEmpty && checkpoints.isEmpty && legacyProcessed.isEmpty && consumedInbox.isEmpty
     }
 }
 

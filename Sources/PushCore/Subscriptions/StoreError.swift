@@ -16,6 +16,9 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case corrupt(String)
         /// The database cannot be opened, read or written (I/O, permissions, disk full).
         case unavailable(String)
+        /// The commit was made under an application's lease that this instance no longer holds
+        /// (it expired and another instance took the application over): nothing was written.
+        case leaseLost(app: String)
     }
 
     public let code: Code
@@ -36,6 +39,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         case .changeLogPruned(let through): return "the subscription change log was pruned through \(through)"
         case .corrupt(let what): return "stored data cannot be read\(subject): \(what)"
         case .unavailable(let what): return "the store is unavailable: \(what)"
+        case .leaseLost(let app): return "the lease on application \(app) was lost to another instance; the batch was not committed"
         }
     }
 }

@@ -1,0 +1,165 @@
+import Foundation
+import PostgresNIO
+import PushCore
+
+extension PostgresStore: DeliveryStore {
+    public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws
+        -> [StoredNotification]
+    {
+        guard limit > 0 else { return [] }
+        let keys = excluding.sorted()
+        let returned = Self.notificationColumns.split(separator: ",").map { "notification." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            .joined(separator: ", ")
+        let query: PostgresQuery = """
+            WITH candidate AS (
+                SELECT n.id FROM notification n
+                WHERE n.next_attempt_at <= \(now) AND (n.claimed_until IS NULL OR n.claimed_until < \(now))
+                  AND (n.app, n.kind) NOT IN (SELECT * FROM unnest(\(keys.map(\.app))::text[], \(keys.map(\.kind.rawValue))::text[]))
+                  AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
+                ORDER BY n.next_attempt_at, n.id
+                LIMIT \(Int64(limit))
+                FOR UPDATE SKIP LOCKED)
+            UPDATE notification SET claimed_by = \(claimant), claimed_until = \(leaseUntil)
+            FROM candidate WHERE notification.id = candidate.id
+            RETURNING \(unescaped: returned)
+            """
+        var claimed: [StoredNotification] = []
+        // Rows another instance holds locked are skipped, not waited for: instances claim side
+        // by side. The oldest of a subscription locked by another is still older than the
+        // rest, so they stay unclaimed (order per subscription across instances).
+        try await run { client in
+            for row in try await client.query(query).collect() { claimed.append(try Self.notification(row)) }
+        }
+        return claimed.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+    }
+
+    public func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
+        guard !settlements.isEmpty else { return SettleResult() }
+        let revokes = settlements.contains { if case .revoke = $0 { true } else { false } }
+        return try await transaction(writerLock: revokes) { connection in
+            var result = SettleResult()
+            func holds(_ id: Int64) async throws -> (handle: Int64, coalescable: Bool)? {
+                var found: (Int64, Bool)?
+                for try await row in try await connection.query(
+                    "SELECT subscription_handle, coalescable FROM notification WHERE id = \(id) AND claimed_by = \(claimant) FOR UPDATE",
+                    logger: self.logger
+                ).decode((Int64, Bool).self) { found = row }
+                return found
+            }
+            let done = settlements.compactMap { settlement -> Int64? in
+                switch settlement {
+                case .delivered(let id), .drop(let id): id
+                default: nil
+                }
+            }
+            if !done.isEmpty {
+                let deleted = try await connection.query(
+                    "DELETE FROM notification WHERE claimed_by = \(claimant) AND id = ANY(\(done)) RETURNING id", logger: self.logger
+                ).collect().count
+                result.lost += done.count - deleted
+            }
+            for settlement in settlements {
+                switch settlement {
+                case .delivered, .drop:
+                    continue
+                case .release(let id):
+                    let released = try await connection.query(
+                        "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE id = \(id) AND claimed_by = \(claimant) RETURNING id",
+                        logger: self.logger
+                    ).collect().count
+                    if released == 0 { result.lost += 1 }
+                case .retry(let id, let next, let first, let attempts):
+                    guard let held = try await holds(id) else {
+                        result.lost += 1
+                        continue
+                    }
+                    if held.coalescable {
+                        var newer: Int64?
+                        for try await value in try await connection.query(
+                            """
+                            SELECT max(id) FROM notification
+                            WHERE subscription_handle = \(held.handle) AND coalescable AND claimed_until IS NULL AND id > \(id)
+                            """, logger: self.logger
+                        ).decode(Int64?.self) { newer = value }
+                        if let newer {
+                            // A newer value waits: it takes this one's place in the schedule.
+                            try await connection.query(
+                                """
+                                UPDATE notification SET next_attempt_at = greatest(next_attempt_at, \(next)), first_attempt_at = \(first),
+                                    attempts = \(Int64(attempts))
+                                WHERE id = \(newer)
+                                """, logger: self.logger)
+                            try await connection.query("DELETE FROM notification WHERE id = \(id)", logger: self.logger)
+                            result.superseded += 1
+                            continue
+                        }
+                    }
+                    try await connection.query(
+                        """
+                        UPDATE notification SET next_attempt_at = \(next), first_attempt_at = \(first), attempts = \(Int64(attempts)),
+                            claimed_by = NULL, claimed_until = NULL
+                        WHERE id = \(id) AND claimed_by = \(claimant)
+                        """, logger: self.logger)
+                case .discard(let id, let handle):
+                    guard try await holds(id) != nil else {
+                        result.lost += 1
+                        continue
+                    }
+                    result.discarded +=
+                        try await connection.query(
+                            "DELETE FROM notification WHERE subscription_handle = \(handle) RETURNING id", logger: self.logger
+                        ).collect().count
+                case .revoke(let id, let handle, let notification):
+                    guard try await holds(id) != nil else {
+                        result.lost += 1
+                        continue
+                    }
+                    try await connection.query("DELETE FROM notification WHERE subscription_handle = \(handle)", logger: self.logger)
+                    let deleted = try await connection.query(
+                        "DELETE FROM subscription WHERE handle = \(handle) RETURNING handle", logger: self.logger
+                    ).collect().count
+                    if deleted > 0 {
+                        result.revoked.append(handle)
+                        if let entry = notification {
+                            try await connection.query(Self.insertNotification(entry, now: now, onlyIfSubscribed: false), logger: self.logger)
+                                .collect()
+                        }
+                    }
+                }
+            }
+            return result
+        }
+    }
+
+    public func nextDue(excluding: Set<SenderKey>) async throws -> Int64? {
+        let keys = excluding.sorted()
+        let query: PostgresQuery = """
+            SELECT min(n.next_attempt_at) FROM notification n
+            WHERE n.claimed_until IS NULL
+              AND (n.app, n.kind) NOT IN (SELECT * FROM unnest(\(keys.map(\.app))::text[], \(keys.map(\.kind.rawValue))::text[]))
+              AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
+            """
+        var due: Int64?
+        try await run { client in
+            for try await value in try await client.query(query).decode(Int64?.self) { due = value }
+        }
+        return due
+    }
+
+    @discardableResult
+    public func releaseClaims(claimant: String?) async throws -> Int {
+        var released = 0
+        try await run { client in
+            if let claimant {
+                released = try await client.query(
+                    "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = \(claimant) RETURNING id"
+                ).collect().count
+            } else {
+                released = try await client.query(
+                    "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL RETURNING id"
+                ).collect().count
+            }
+        }
+        return released
+    }
+}

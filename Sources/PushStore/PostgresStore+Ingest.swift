@@ -1,0 +1,274 @@
+import Foundation
+import PostgresNIO
+import PushCore
+
+extension PostgresStore: IngestStore {
+    /// Snapshot chunks: a large tree is written over several short transactions.
+    static let snapshotChunkBytes = 4 << 20
+
+    /// The database's clock in milliseconds: leases are timed by it, so that instances whose
+    /// clocks disagree still agree on who holds what.
+    static let databaseMilliseconds = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+
+    public func commit(_ batch: CommitBatch) async throws -> CommitResult {
+        var result = CommitResult()
+        let operations = SQLiteStore.coalescedInBatch(batch.operations, coalesced: &result.coalesced)
+        let initial = result
+        // A revocation deletes a subscription: it takes the subscription writers' lock first,
+        // as every writer of subscriptions does (no lock-order deadlock with the API).
+        let revokes = operations.contains { if case .revoke = $0 { true } else { false } }
+        return try await transaction(writerLock: revokes) { connection in
+            var result = initial
+            try await self.checkLeases(batch, connection)
+            for operation in operations {
+                switch operation {
+                case .notify(let entry):
+                    if entry.notification.coalesces {
+                        // The waiting (not claimed) one takes the new content in place; the
+                        // outer condition is checked again if a claim raced for the row.
+                        let replaced = try await connection.query(
+                            """
+                            UPDATE notification SET event = \(entry.notification.rawValue), payload = \(ByteBuffer(bytes: entry.payload)),
+                                record_seq = \(entry.recordSeq)
+                            WHERE id = (SELECT max(id) FROM notification
+                                        WHERE subscription_handle = \(entry.subscriptionHandle) AND coalescable AND claimed_until IS NULL)
+                              AND claimed_until IS NULL
+                            RETURNING id
+                            """, logger: self.logger
+                        ).collect().count
+                        if replaced > 0 {
+                            result.coalesced += replaced
+                            continue
+                        }
+                    }
+                    result.queued +=
+                        try await connection.query(
+                            Self.insertNotification(entry, now: batch.now, onlyIfSubscribed: true), logger: self.logger
+                        ).collect().count
+                case .revoke(let handle, let entry, let condition):
+                    let deleted: Int
+                    switch condition {
+                    case .exists:
+                        deleted = try await connection.query("DELETE FROM subscription WHERE handle = \(handle) RETURNING handle", logger: self.logger)
+                            .collect().count
+                    case .expiredBy(let now):
+                        deleted = try await connection.query(
+                            "DELETE FROM subscription WHERE handle = \(handle) AND expires_at <= \(now) RETURNING handle", logger: self.logger
+                        ).collect().count
+                    case .alreadyRemoved:
+                        deleted = 0
+                    }
+                    guard condition == .alreadyRemoved || deleted > 0 else { continue }
+                    if condition != .alreadyRemoved { result.revoked.append(handle) }
+                    result.coalesced +=
+                        try await connection.query(
+                            "DELETE FROM notification WHERE subscription_handle = \(handle) AND coalescable AND claimed_until IS NULL RETURNING id",
+                            logger: self.logger
+                        ).collect().count
+                    if let entry {
+                        try await connection.query(Self.insertNotification(entry, now: batch.now, onlyIfSubscribed: false), logger: self.logger)
+                            .collect()
+                        result.queued += 1
+                    }
+                }
+            }
+            for app in batch.journal.keys.sorted() {
+                let rows = try await connection.query(
+                    "INSERT INTO tree_journal (app, records) VALUES (\(app), \(ByteBuffer(bytes: batch.journal[app]!))) RETURNING id",
+                    logger: self.logger
+                ).collect()
+                result.journalIDs[app] = try rows.first?.decode(Int64.self)
+            }
+            for checkpoint in batch.checkpoints {
+                try await connection.query(
+                    """
+                    INSERT INTO source_checkpoint (source, last_seq, position, file_identity)
+                    VALUES (\(checkpoint.source), \(checkpoint.lastSeq), \(checkpoint.position), \(checkpoint.fileIdentity))
+                    ON CONFLICT (source) DO UPDATE SET last_seq = excluded.last_seq, position = excluded.position,
+                                                       file_identity = excluded.file_identity
+                    """, logger: self.logger)
+            }
+            if !batch.consumedInbox.isEmpty {
+                try await connection.query("DELETE FROM inbox WHERE id = ANY(\(batch.consumedInbox))", logger: self.logger)
+            }
+            return result
+        }
+    }
+
+    /// Fencing: the batch's leases are locked (shared) and checked before anything is written,
+    /// so no instance can take them over until this transaction ends, and a holder that lost
+    /// one (paused past its expiry) writes nothing.
+    func checkLeases(_ batch: CommitBatch, _ connection: PostgresConnection) async throws {
+        guard !batch.leases.isEmpty else { return }
+        let holder = batch.leaseHolder ?? ""
+        var held: [String: Int64] = [:]
+        let rows = try await connection.query(
+            """
+            SELECT app, token FROM app_lease
+            WHERE app = ANY(\(Array(batch.leases.keys))) AND owner = \(holder) AND expires_at > \(unescaped: Self.databaseMilliseconds)
+            FOR SHARE
+            """, logger: logger)
+        for try await (app, token) in rows.decode((String, Int64).self) { held[app] = token }
+        for (app, token) in batch.leases.sorted(by: { $0.key < $1.key }) where held[app] != token {
+            throw StoreError(.leaseLost(app: app))
+        }
+    }
+
+    static let notificationColumns = """
+        id, app, subscription_handle, subscription_id, kind, target, destination, event, payload, record_seq, created_at,
+        next_attempt_at, first_attempt_at, attempts
+        """
+
+    /// Inserts a notification of `entry`, created and first due at `now`; when
+    /// `onlyIfSubscribed`, only if its subscription still exists.
+    static func insertNotification(_ entry: OutboxEntry, now: Int64, onlyIfSubscribed: Bool) -> PostgresQuery {
+        let condition = onlyIfSubscribed ? "WHERE EXISTS (SELECT 1 FROM subscription WHERE handle = \(entry.subscriptionHandle))" : ""
+        return """
+            INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                      payload, record_seq, created_at, next_attempt_at)
+            SELECT \(entry.app), \(entry.subscriptionHandle), \(entry.subscriptionID), \(entry.kind.rawValue), \(entry.target),
+                   \(entry.destination), \(entry.notification.rawValue), \(entry.notification.coalesces), \(ByteBuffer(bytes: entry.payload)),
+                   \(entry.recordSeq), \(now), \(now)
+            \(unescaped: condition)
+            RETURNING id
+            """
+    }
+
+    static func notification(_ row: PostgresRow) throws -> StoredNotification {
+        let (id, app, handle, subscriptionID, kindText, target, destination, eventText, payload, recordSeq, createdAt, next, first, attempts) =
+            try row.decode(
+                (Int64, String, Int64, String, String, String?, String?, String, ByteBuffer, Int64?, Int64, Int64, Int64?, Int64).self)
+        guard let kind = SubscriptionKind(rawValue: kindText), let event = NotificationKind(rawValue: eventText) else {
+            throw StoreError(.corrupt("a notification row has an unknown kind or event"))
+        }
+        let entry = OutboxEntry(
+            app: app, subscriptionHandle: handle, subscriptionID: subscriptionID, kind: kind, target: target, destination: destination,
+            notification: event, payload: Array(payload.readableBytesView), recordSeq: recordSeq)
+        return StoredNotification(
+            id: id, entry: entry, createdAt: createdAt, nextAttemptAt: next, attempts: Int(clamping: attempts), firstAttemptAt: first)
+    }
+
+    public func checkpoints() async throws -> [SourceCheckpoint] {
+        var checkpoints: [SourceCheckpoint] = []
+        try await run { client in
+            let rows = try await client.query("SELECT source, last_seq, position, file_identity FROM source_checkpoint ORDER BY source")
+            for try await (source, lastSeq, position, identity) in rows.decode((String, Int64?, Int64, String?).self) {
+                checkpoints.append(SourceCheckpoint(source: source, lastSeq: lastSeq, position: position, fileIdentity: identity))
+            }
+        }
+        return checkpoints
+    }
+
+    public func treeApplications() async throws -> [String] {
+        var apps: [String] = []
+        try await run { client in
+            let rows = try await client.query("SELECT app FROM tree_head UNION SELECT DISTINCT app FROM tree_journal ORDER BY 1")
+            for try await app in rows.decode(String.self) { apps.append(app) }
+        }
+        return apps
+    }
+
+    public func tree(app: String) async throws -> StoredTree {
+        var stored = StoredTree(snapshot: nil, snapshotThrough: 0, journal: [])
+        try await run { client in
+            try await client.withTransaction(logger: self.logger) { connection in
+                // One snapshot of the database: the head, its chunks and the journal after it.
+                try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", logger: self.logger)
+                var head: (generation: Int64, chunks: Int64, through: Int64)?
+                for try await row in try await connection.query(
+                    "SELECT generation, chunks, through_journal FROM tree_head WHERE app = \(app)", logger: self.logger
+                ).decode((Int64, Int64, Int64).self) { head = row }
+                if let head {
+                    stored.snapshotThrough = head.through
+                    var bytes: [UInt8] = []
+                    var expected: Int64 = 0
+                    for try await (chunk, buffer) in try await connection.query(
+                        "SELECT chunk, bytes FROM tree_snapshot WHERE app = \(app) AND generation = \(head.generation) ORDER BY chunk",
+                        logger: self.logger
+                    ).decode((Int64, ByteBuffer).self) {
+                        guard chunk == expected else { break }
+                        bytes += buffer.readableBytesView
+                        expected += 1
+                    }
+                    guard expected == head.chunks else {
+                        throw StoreError(.corrupt("the snapshot of \(app) has \(expected) of its \(head.chunks) chunks"))
+                    }
+                    stored.snapshot = bytes
+                }
+                for try await (id, records) in try await connection.query(
+                    "SELECT id, records FROM tree_journal WHERE app = \(app) AND id > \(stored.snapshotThrough) ORDER BY id", logger: self.logger
+                ).decode((Int64, ByteBuffer).self) {
+                    stored.journal.append((id: id, lines: Array(records.readableBytesView)))
+                }
+            }
+        }
+        return stored
+    }
+
+    public func saveSnapshot(app: String, tree: [UInt8], through: Int64) async throws {
+        var generation: Int64 = 1
+        try await run { client in
+            for try await value in try await client.query("SELECT generation FROM tree_head WHERE app = \(app)").decode(Int64.self) {
+                generation = value + 1
+            }
+        }
+        var chunks: Int64 = 0
+        var offset = 0
+        repeat {
+            let end = min(tree.count, offset + Self.snapshotChunkBytes)
+            let chunk = ByteBuffer(bytes: tree[offset..<end])
+            let index = chunks
+            try await transaction(writerLock: false) { connection in
+                try await connection.query(
+                    """
+                    INSERT INTO tree_snapshot (app, generation, chunk, bytes) VALUES (\(app), \(generation), \(index), \(chunk))
+                    ON CONFLICT (app, generation, chunk) DO UPDATE SET bytes = excluded.bytes
+                    """, logger: self.logger)
+            }
+            chunks += 1
+            offset = end
+        } while offset < tree.count
+        let count = chunks
+        try await transaction(writerLock: false) { connection in
+            try await connection.query(
+                """
+                INSERT INTO tree_head (app, generation, chunks, through_journal) VALUES (\(app), \(generation), \(count), \(through))
+                ON CONFLICT (app) DO UPDATE SET generation = excluded.generation, chunks = excluded.chunks,
+                                                through_journal = excluded.through_journal
+                """, logger: self.logger)
+            try await connection.query(
+                "DELETE FROM tree_snapshot WHERE app = \(app) AND (generation <> \(generation) OR chunk >= \(count))", logger: self.logger)
+            try await connection.query("DELETE FROM tree_journal WHERE app = \(app) AND id <= \(through)", logger: self.logger)
+        }
+    }
+
+    public func dueSubscriptions(now: Int64, limit: Int) async throws -> [Subscription] {
+        try await reading(
+            "SELECT \(unescaped: Self.columns) FROM subscription WHERE expires_at <= \(now) ORDER BY expires_at, handle LIMIT \(Int64(limit))")
+    }
+
+    /// PostgreSQL stores never had the version-1 outbox.
+    public func legacyRevocations(limit: Int) async throws -> [OutboxItem] { [] }
+
+    public func notifications(limit: Int) async throws -> [StoredNotification] {
+        var notifications: [StoredNotification] = []
+        try await run { client in
+            for row in try await client.query(
+                "SELECT \(unescaped: Self.notificationColumns) FROM notification ORDER BY id LIMIT \(Int64(limit))"
+            ).collect() {
+                notifications.append(try Self.notification(row))
+            }
+        }
+        return notifications
+    }
+
+    public func outboxDepth() async throws -> (count: Int, oldest: Int64?) {
+        var depth: (count: Int, oldest: Int64?) = (0, nil)
+        try await run { client in
+            for try await (count, oldest) in try await client.query("SELECT count(*), min(created_at) FROM notification").decode((Int64, Int64?).self) {
+                depth = (Int(count), oldest)
+            }
+        }
+        return depth
+    }
+}

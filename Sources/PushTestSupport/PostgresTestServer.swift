@@ -1,0 +1,143 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A throwaway PostgreSQL cluster for tests: `initdb` + `pg_ctl` from the Debian `postgresql`
+/// package, on 127.0.0.1 and a free port, in a temporary folder, without durability (tests
+/// only), stopped when the test process exits. `PUSHDISPATCH_TEST_POSTGRES`
+/// (`postgres://user@host:port`) points the tests at an existing server instead.
+///
+/// Each test takes a database of its own (``createDatabase()``).
+public final class PostgresTestServer: Sendable {
+    public let host: String
+    public let port: Int
+    public let user: String
+    let dataFolder: String?
+    let binaries: String?
+
+    /// The server, started on first use; or why none could be started.
+    public static let shared: Result<PostgresTestServer, PostgresTestServerError> = start()
+
+    init(host: String, port: Int, user: String, dataFolder: String?, binaries: String?) {
+        self.host = host
+        self.port = port
+        self.user = user
+        self.dataFolder = dataFolder
+        self.binaries = binaries
+    }
+
+    /// A fresh, empty database: its URL.
+    public func createDatabase() throws -> String {
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased()
+        let output = try Self.execute(
+            "/usr/bin/psql", ["-h", host, "-p", String(port), "-U", user, "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-q", "-c", "CREATE DATABASE \(name)"])
+        guard output.status == 0 else { throw PostgresTestServerError("CREATE DATABASE failed: \(output.text)") }
+        return "postgres://\(user)@\(host):\(port)/\(name)"
+    }
+
+    /// Runs SQL with psql in `database` (tests that act as an operator would).
+    public func psql(_ database: String, _ sql: String) throws -> (status: Int32, text: String) {
+        try Self.execute("/usr/bin/psql", ["-h", host, "-p", String(port), "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-q", "-A", "-t", "-c", sql])
+    }
+
+    static func start() -> Result<PostgresTestServer, PostgresTestServerError> {
+        if let url = ProcessInfo.processInfo.environment["PUSHDISPATCH_TEST_POSTGRES"], let components = URLComponents(string: url),
+            let host = components.host
+        {
+            return .success(PostgresTestServer(host: host, port: components.port ?? 5432, user: components.user ?? "postgres", dataFolder: nil, binaries: nil))
+        }
+        let versions = (try? FileManager.default.contentsOfDirectory(atPath: "/usr/lib/postgresql")) ?? []
+        guard
+            let binaries = versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }).map({ "/usr/lib/postgresql/\($0)/bin" })
+                .first(where: { FileManager.default.isExecutableFile(atPath: $0 + "/initdb") })
+        else {
+            return .failure(PostgresTestServerError("no PostgreSQL server is installed (apt-get install postgresql) and PUSHDISPATCH_TEST_POSTGRES is not set"))
+        }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-postgres-\(UUID().uuidString.prefix(8))").path
+        do {
+            try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+            // initdb refuses to run as root: the cluster then belongs to the postgres user.
+            let asRoot = getuid() == 0
+            if asRoot { try FileManager.default.setAttributes([.ownerAccountName: "postgres"], ofItemAtPath: folder) }
+            func run(_ tool: String, _ arguments: [String], detached: Bool = false) throws -> (status: Int32, text: String) {
+                asRoot
+                    ? try execute("/usr/sbin/runuser", ["-u", "postgres", "--", binaries + "/" + tool] + arguments, detached: detached)
+                    : try execute(binaries + "/" + tool, arguments, detached: detached)
+            }
+            let initdb = try run("initdb", ["-D", folder + "/data", "-A", "trust", "-U", "pushdispatch", "--no-sync", "-E", "UTF8", "--locale=C"])
+            guard initdb.status == 0 else { return .failure(PostgresTestServerError("initdb failed: \(initdb.text)")) }
+            let port = freePort()
+            let options = "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+            // Detached: the server keeps what it inherits from pg_ctl; its log goes to server.log.
+            let start = try run("pg_ctl", ["-D", folder + "/data", "-l", folder + "/server.log", "-o", options, "-w", "-t", "60", "start"], detached: true)
+            guard start.status == 0 else {
+                let log = (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
+                return .failure(PostgresTestServerError("pg_ctl start failed: \(start.text) \(log.suffix(500))"))
+            }
+            stopAtExit.withLock { $0 = (asRoot, binaries, folder + "/data") }
+            atexit {
+                guard let (asRoot, binaries, data) = stopAtExit.withLock({ $0 }) else { return }
+                let arguments = ["-D", data, "-m", "immediate", "stop"]
+                _ = asRoot
+                    ? try? PostgresTestServer.execute("/usr/sbin/runuser", ["-u", "postgres", "--", binaries + "/pg_ctl"] + arguments)
+                    : try? PostgresTestServer.execute(binaries + "/pg_ctl", arguments)
+            }
+            return .success(PostgresTestServer(host: "127.0.0.1", port: port, user: "pushdispatch", dataFolder: folder + "/data", binaries: binaries))
+        } catch {
+            return .failure(PostgresTestServerError("cannot start PostgreSQL: \(error)"))
+        }
+    }
+
+    /// Runs a tool to its end: its output (standard output and error) goes through a file, its
+    /// input is /dev/null. `posix_spawn` and `waitpid` rather than Foundation's `Process`: a
+    /// server that `pg_ctl` leaves running keeps whatever it inherited, and `Process` then never
+    /// sees its child end.
+    static func execute(_ executable: String, _ arguments: [String], detached: Bool = false) throws -> (status: Int32, text: String) {
+        let outputPath = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-spawn-\(UUID().uuidString)").path
+        defer { unlink(outputPath) }
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, detached ? "/dev/null" : outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv = ([executable] + arguments).map { strdup($0) } + [nil]
+        defer { argv.forEach { free($0) } }
+        var pid: pid_t = 0
+        let spawned = posix_spawn(&pid, executable, &actions, nil, argv, environ)
+        guard spawned == 0 else { throw PostgresTestServerError("cannot run \(executable): \(String(cString: strerror(spawned)))") }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) == -1 {
+            guard errno == EINTR else { throw PostgresTestServerError("waiting for \(executable): \(String(cString: strerror(errno)))") }
+        }
+        let exited = status & 0x7f == 0
+        let code = exited ? (status >> 8) & 0xff : 128 + (status & 0x7f)
+        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+        return (code, text)
+    }
+
+    /// A port nothing listens on now (the kernel's choice for port 0).
+    static func freePort() -> Int {
+        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(descriptor) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        _ = withUnsafePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) } }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) } }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+}
+
+/// What `atexit` stops: (as root, binaries folder, data folder).
+let stopAtExit = Mutex<(Bool, String, String)?>(nil)
+
+public struct PostgresTestServerError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
