@@ -235,6 +235,8 @@ struct Ingestor: Service {
         while true {
             do {
                 return try await body()
+            } catch let error as StoreError where { if case .leaseLost = error.code { true } else { false } }() {
+                throw error  // another instance owns the application now: retrying cannot help
             } catch {
                 try Task.checkCancellation()
                 logger.error("ingestion is held up; retrying", metadata: ["while": "\(what)", "error": "\(error)", "retryIn": "\(delay)"])

@@ -58,26 +58,33 @@ public struct ServiceRuntime: Sendable {
         self.connectionLimits = connectionLimits
     }
 
-    /// Opens the configured store.
-    public static func openStore(_ configuration: ServiceConfiguration) throws -> SQLiteStore {
+    /// Opens the configured store, migrating its schema (PostgreSQL: under an advisory lock, so
+    /// that of instances starting together one migrates).
+    public static func openStore(_ configuration: ServiceConfiguration, logger: Logger = Logger(label: "pushdispatch")) async throws
+        -> any RuntimeStore
+    {
         switch configuration.store {
         case .sqlite(let path):
             return try SQLiteStore(path: path)
-        case .postgres:
-            throw ConfigurationError("store.postgres: PostgreSQL is not supported by this version yet; use store.sqlite")
+        case .postgres(let url):
+            return try await PostgresStore.open(url: url, logger: logger)
         }
     }
 
     /// Runs until SIGTERM or SIGINT (or until the task is cancelled). `onListening` receives the
     /// HTTP port once the server accepts connections.
     public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }, stopper: ServiceStopper? = nil) async throws {
-        let store = try Self.openStore(configuration)
+        let store = try await Self.openStore(configuration, logger: logger)
+        // PostgreSQL: one of several instances sharing the database (docs/scaling-out.md).
+        let cluster = store as? PostgresStore
+        defer { cluster?.close() }
+        let instance = configuration.instanceName
         let serviceKeys = try await ServiceKey.loadOrCreate(in: store)
         let applications = try Self.applications(configuration)
         let registry = SubscriptionRegistry(store: store, logger: logger)
         try await registry.load()
         logger.info(
-            "subscriptions loaded", metadata: ["count": "\(registry.count)", "store": "\(store.path)"])
+            "subscriptions loaded", metadata: ["count": "\(registry.count)", "store": "\(store.location)"])
 
         let jwks = Self.publishedKeys(serviceKeys: serviceKeys, applications: applications)
         var sourceNames: [String] = []
@@ -97,7 +104,9 @@ public struct ServiceRuntime: Sendable {
             }, jwks: { jwks }, readiness: { observability.readiness(paused: paused.applications) }, logger: logger)
         let logger = self.logger
         let router = api.router()
-        let claimant = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
+        // Delivery claims are filed under the instance's name when instances share the store (a
+        // restart then releases its own), under host and process alone.
+        let claimant = cluster != nil ? instance : "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
         router.get("metrics") { _, _ in
             let text = await observability.exposition(store: store, paused: paused.applications)
             var headers = HTTPFields()
@@ -114,12 +123,15 @@ public struct ServiceRuntime: Sendable {
             headers[.contentType] = "application/json"
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
         }
+        let keeperBox = Mutex<LeaseKeeper?>(nil)  // several instances: its address is the port listened on
+        let configuration = self.configuration
         let server = Application(
             router: router,
             server: SubscriptionAPI.server(limits: connectionLimits),
             configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "pushdispatch"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
+                keeperBox.withLock { keeper in keeper?.address.withLock { $0 = "\(configuration.http.host):\(port)" } }
                 logger.info("listening", metadata: ["host": "\(channel.localAddress?.ipAddress ?? "?")", "port": "\(port)"])
                 await onListening(port)
             },
@@ -127,16 +139,24 @@ public struct ServiceRuntime: Sendable {
         let sealers = try PreparedApplication.sealers(applications, serviceKey: serviceKeys.last!)
         try await Self.requeueLegacyRevocations(store: store, sealers: sealers, now: clockMilliseconds(), logger: logger)
 
-        // Ingestion: trees restored, sources resumed from their checkpoints.
-        let loaded = try await TreeLoader.load(from: store, logger: logger)
-        let checkpoints = Dictionary(try await store.checkpoints().map { ($0.source, $0) }, uniquingKeysWith: { $1 })
+        // Ingestion: trees restored, sources resumed from their checkpoints. Several instances:
+        // the trees are loaded by the owners of their applications instead, and the sources'
+        // checkpoints are filed under this instance's name.
+        let loaded = cluster == nil ? try await TreeLoader.load(from: store, logger: logger) : TreeLoader.Loaded()
+        let stored = Dictionary(try await store.checkpoints().map { ($0.source, $0) }, uniquingKeysWith: { $1 })
+        let sourceKey: @Sendable (String) -> String = { cluster == nil ? $0 : Cluster.sourceKey(instance: instance, source: $0) }
+        let checkpoints = Dictionary(
+            uniqueKeysWithValues: [QueueFileSource.name, UnixSocketSource.name].compactMap { name in
+                stored[sourceKey(name)].map { (name, SourceCheckpoint(source: name, lastSeq: $0.lastSeq, position: $0.position, fileIdentity: $0.fileIdentity)) }
+            })
         let settings = applications.mapValues(\.settings)
         let pipeline = RecordPipeline(
-            processor: loaded.processor, watermarks: checkpoints.compactMapValues(\.lastSeq), settings: { settings[$0] ?? .standard })
+            processor: loaded.processor, watermarks: cluster == nil ? checkpoints.compactMapValues(\.lastSeq) : [:],
+            settings: { settings[$0] ?? .standard })
         let queue = IngestQueue()
+        let deadLetters = DeadLetterFile(path: configuration.ingest.deadLetter)
         var ingestor = Ingestor(
-            queue: queue, store: store, registry: registry, sealers: sealers,
-            deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), initial: pipeline, loaded: loaded,
+            queue: queue, store: store, registry: registry, sealers: sealers, deadLetters: deadLetters, initial: pipeline, loaded: loaded,
             configuration: ingestConfiguration, now: clockMilliseconds, logger: logger)
         ingestor.counters = ingestCounters
         var sources: [ServiceGroupConfiguration.ServiceConfiguration] = []
@@ -150,7 +170,6 @@ public struct ServiceRuntime: Sendable {
             source.onAttached = { observability.attached(UnixSocketSource.name) }
             sources.append(.init(service: source))
         }
-
         // Delivery: one shared HTTP client, a sender per application and provider, the worker.
         let transport = try AsyncHTTPTransport(clients: 4, caFile: configuration.delivery.caFile)
         let context = SenderContext(transport: transport, timeout: configuration.delivery.timeout, now: clockMilliseconds, counters: counters)
@@ -166,11 +185,15 @@ public struct ServiceRuntime: Sendable {
             store: store, senders: senders,
             configuration: .init(
                 retry: configuration.delivery.retryPolicy, perProvider: configuration.delivery.perProvider, perApp: configuration.delivery.perApp,
-                claimant: claimant, releaseAllAtStart: true),
+                claimant: claimant, releaseAllAtStart: cluster == nil),
             revokeNotice: { await notices.notice(for: $0) }, now: clockMilliseconds, clock: timerClock, counters: counters, logger: logger,
             onRevoked: { _ in registry.nudge() })
         paused.dispatcher.withLock { $0 = dispatcher }
-        ingestor.didQueue = { dispatcher.nudge() }
+        ingestor.didQueue = {
+            dispatcher.nudge()
+            // The other instances' workers too.
+            if let cluster { Task { await cluster.notifyOutbox() } }
+        }
 
         var sweeper = ExpirySweeper(
             store: store, registry: registry, sealers: sealers, interval: configuration.expiry.interval, now: clock,
@@ -179,14 +202,48 @@ public struct ServiceRuntime: Sendable {
         sweeper.metrics = observability.metrics
         let follower = ChangeFollower(store: store, registry: registry, interval: followInterval, logger: logger)
         let syncer = IndexSyncer(registry: registry, logger: logger)
+
+        // What processes records: the ingestor on a store of its own; with several instances,
+        // the intake into the shared inbox, the lease keeper, the owner of the applications this
+        // instance holds, and the listener that wakes them.
+        var processing: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: ingestor)]
+        var intake: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        if let cluster {
+            let wake = Wakeup()
+            let address = "\(configuration.http.host):\(configuration.http.port)"
+            try await cluster.registerStart(instance: instance, address: address)
+            let keeper = LeaseKeeper(
+                store: cluster, instance: instance, address: address, applications: applications.keys.sorted(), logger: logger,
+                changed: { wake.signal() }, everyRound: { dispatcher.nudge() })
+            keeperBox.withLock { $0 = keeper }
+            let owner = ApplicationOwner(store: cluster, leases: keeper, ingestor: ingestor, wake: wake, logger: logger)
+            let listener = ClusterListener(store: cluster, logger: logger) { channel, payload in
+                if channel == PostgresStore.subscriptionChannel {
+                    registry.nudge()
+                } else if payload == "inbox" {
+                    wake.signal()
+                } else if payload == "outbox" {
+                    dispatcher.nudge()
+                }
+            }
+            processing = [.init(service: owner), .init(service: keeper), .init(service: listener)]
+            intake = [
+                .init(
+                    service: InboxIntake(
+                        queue: queue, store: cluster, deadLetters: deadLetters, instance: instance,
+                        initialWatermarks: Dictionary(
+                            uniqueKeysWithValues: checkpoints.compactMap { name, checkpoint in checkpoint.lastSeq.map { (sourceKey(name), $0) } }),
+                        maxLineBytes: ingestConfiguration.maxLineBytes, counters: ingestCounters, now: clockMilliseconds, logger: logger))
+            ]
+        }
         // A graceful shutdown stops services in reverse order: the API, then the sources (no
         // more input), then the rest, then the ingestor, which commits what was queued, and
         // last the delivery worker, which waits for the answers of the sends in flight (each
         // has its deadline) and stores them.
         let group = ServiceGroup(
             configuration: .init(
-                services: (configuration.delivery.enabled ? [.init(service: dispatcher)] : []) + [.init(service: ingestor), .init(service: sweeper), .init(service: follower), .init(service: syncer)]
-                    + sources + [.init(service: server)],
+                services: (configuration.delivery.enabled ? [.init(service: dispatcher)] : []) + processing
+                    + [.init(service: sweeper), .init(service: follower), .init(service: syncer)] + intake + sources + [.init(service: server)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
         stopper?.attach(group)
@@ -303,3 +360,15 @@ public final class ServiceStopper: Sendable {
         if let group { Task { await group.triggerGracefulShutdown() } }
     }
 }
+
+/// What the service runs on: every store protocol, and where it is (messages).
+public protocol RuntimeStore: SubscriptionStore, ServiceKeyStore, IngestStore, DeliveryStore {
+    /// The file or the database, without secrets.
+    var location: String { get }
+}
+
+extension SQLiteStore: RuntimeStore {
+    public var location: String { path }
+}
+
+extension PostgresStore: RuntimeStore {}

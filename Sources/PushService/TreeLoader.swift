@@ -18,35 +18,12 @@ enum TreeLoader {
         var records = 0
         var snapshotBytes = 0
         for app in try await store.treeApplications() {
-            let stored = try await store.tree(app: app)
-            var tree = DataTree()
-            if let snapshot = stored.snapshot {
-                snapshotBytes += snapshot.count
-                do {
-                    let json = try JSONParser.parse(snapshot)
-                    tree = DataTree(root: json.isNull ? nil : json)
-                } catch {
-                    throw StoreError(.corrupt("the snapshot of application \(app) is not JSON: \(error)"))
-                }
-            }
-            var bytes = 0
-            for row in stored.journal {
-                bytes += row.lines.count
-                for line in row.lines.split(separator: UInt8(ascii: "\n")) {
-                    let record: ChangeRecord
-                    do {
-                        record = try ChangeRecord.parse(Array(line))
-                    } catch {
-                        throw StoreError(.corrupt("journal row \(row.id) of application \(app) holds a bad record: \(error)"))
-                    }
-                    if case .write(let write) = record.operation { tree.apply(write) }
-                    records += 1
-                }
-                loaded.journalIDs[app] = row.id
-            }
-            if loaded.journalIDs[app] == nil { loaded.journalIDs[app] = stored.snapshotThrough }
-            loaded.journalBytes[app] = bytes
-            loaded.processor.setTree(tree, app: app)
+            let one = try await tree(app: app, from: store)
+            snapshotBytes += one.snapshotBytes
+            records += one.records
+            loaded.journalIDs[app] = one.journalID
+            loaded.journalBytes[app] = one.journalBytes
+            loaded.processor.setTree(one.tree, app: app)
         }
         if !loaded.journalIDs.isEmpty {
             logger.info(
@@ -57,5 +34,39 @@ enum TreeLoader {
                 ])
         }
         return loaded
+    }
+
+    /// One application's tree: its snapshot, then its journal.
+    static func tree(app: String, from store: any IngestStore) async throws -> (
+        tree: DataTree, journalID: Int64, journalBytes: Int, snapshotBytes: Int, records: Int
+    ) {
+        let stored = try await store.tree(app: app)
+        var tree = DataTree()
+        if let snapshot = stored.snapshot {
+            do {
+                let json = try JSONParser.parse(snapshot)
+                tree = DataTree(root: json.isNull ? nil : json)
+            } catch {
+                throw StoreError(.corrupt("the snapshot of application \(app) is not JSON: \(error)"))
+            }
+        }
+        var bytes = 0
+        var records = 0
+        var journalID = stored.snapshotThrough
+        for row in stored.journal {
+            bytes += row.lines.count
+            for line in row.lines.split(separator: UInt8(ascii: "\n")) {
+                let record: ChangeRecord
+                do {
+                    record = try ChangeRecord.parse(Array(line))
+                } catch {
+                    throw StoreError(.corrupt("journal row \(row.id) of application \(app) holds a bad record: \(error)"))
+                }
+                if case .write(let write) = record.operation { tree.apply(write) }
+                records += 1
+            }
+            journalID = row.id
+        }
+        return (tree, journalID, bytes, stored.snapshot?.count ?? 0, records)
     }
 }

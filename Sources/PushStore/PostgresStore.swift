@@ -42,6 +42,8 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         let (configuration, location) = try PostgresURL.configuration(url)
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let runner = Task { await client.run() }
+        // Queries made before `run()` started wait for it (and warn): give it a moment.
+        try? await Task.sleep(for: .milliseconds(20))
         let store = PostgresStore(client: client, runner: runner, logger: logger, location: location)
         do {
             try await PostgresMigrations.migrate(client, logger: logger)

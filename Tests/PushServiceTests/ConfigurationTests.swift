@@ -220,7 +220,7 @@ struct ConfigurationTests {
     }
 
     @Test("bad configurations are refused with the key, the problem and what was expected", arguments: [
-        ("htpp: {port: 1}", "htpp: unknown key; expected one of apps, delivery, expiry, http, ingest, store"),
+        ("htpp: {port: 1}", "htpp: unknown key; expected one of apps, delivery, expiry, http, ingest, instance, store"),
         (
             "apps: {a: {webhooks: {w: {url: https://h/p, secret: s3cret}}}}",
             "apps.a.webhooks.w.secret: a webhook secret is \"whsec_\" followed by the base64 of at least 16 random bytes (Standard Webhooks)"
@@ -239,6 +239,7 @@ struct ConfigurationTests {
         ("delivery: {concurrency: {perApp: 0}}", "delivery.concurrency.perApp: 0 is out of range; expected 1 to 65536"),
         ("delivery: {caFile: /no/such/ca.pem}", "delivery.caFile: cannot read the file \"/no/such/ca.pem\""),
         ("store: {sqlite: /tmp/a.db, postgres: postgres://x}", "store: give either sqlite or postgres, not both"),
+        ("instance: {name: \"node 1\"}", "instance.name: expected 1 to 64 characters among letters, digits"),
         ("store: {sqlite: \"\"}", "store.sqlite: expected a file path"),
         ("store: {sqlite: /no/such/folder/a.db}", "store.sqlite: the folder \"/no/such/folder\" does not exist"),
         ("ingest: {deadLetter: /no/such/folder/dl.ndjson}", "ingest.deadLetter: the folder \"/no/such/folder\" does not exist"),

@@ -35,6 +35,20 @@ public struct RecordPipeline: Sendable {
         self.settings = settings
     }
 
+    /// Why `seq` cannot follow `last`, the last accepted seq of its source (SPEC §4: strictly
+    /// increasing per source); `nil` when it can.
+    public static func sequenceError(_ seq: Int64, after last: Int64?) -> RecordError? {
+        guard let last, seq <= last else { return nil }
+        let what = seq == last ? "repeats" : "goes back from"
+        return RecordError("seq \(seq) \(what) the last accepted seq \(last) of this source; seq must increase", seq: seq)
+    }
+
+    /// Forgets the watermarks of the sources `isForgotten` names (an application handed to
+    /// another instance: what it accepted there is checked there).
+    public mutating func forgetWatermarks(where isForgotten: (String) -> Bool) {
+        watermarks = watermarks.filter { !isForgotten($0.key) }
+    }
+
     /// What became of one line.
     public enum Outcome: Sendable {
         /// Refused: dead-lettered with this reason; the watermark did not move.
@@ -124,11 +138,7 @@ public struct RecordPipeline: Sendable {
         _ record: ChangeRecord, source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory,
         resolving: Bool
     ) async throws -> Staged {
-        if let last = watermarks[source], record.seq <= last {
-            let what = record.seq == last ? "repeats" : "goes back from"
-            return .rejected(
-                RecordError("seq \(record.seq) \(what) the last accepted seq \(last) of this source; seq must increase", seq: record.seq))
-        }
+        if let error = Self.sequenceError(record.seq, after: watermarks[source]) { return .rejected(error) }
         var changedTree = false
         var pending = PendingNotices()
         switch record.operation {

@@ -97,8 +97,17 @@ struct ConfigurationDecoder {
             }
             apps[name] = app(name, section, report: report)
         }
-        return ServiceConfiguration(
+        var configuration = ServiceConfiguration(
             store: store, ingest: ingest, http: http, delivery: delivery, expiry: expiry, apps: apps, baseDirectory: baseDirectory)
+        let instanceSection = root.section("instance")
+        if let name = instanceSection.string("name") {
+            if name.utf8.count > 64 || name.isEmpty || !name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }) {
+                report.add("\(instanceSection.label("name")): expected 1 to 64 characters among letters, digits, '.', '_' and '-'")
+            } else {
+                configuration.instanceName = name
+            }
+        }
+        return configuration
     }
 
     func app(_ id: String, _ section: Section, report: ProblemReport) -> AppConfiguration {

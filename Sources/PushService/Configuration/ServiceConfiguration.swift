@@ -1,3 +1,4 @@
+import Foundation
 import PushCore
 
 /// The service's configuration (SPEC §9), validated. Every field has a default, listed with
@@ -65,6 +66,10 @@ public struct ServiceConfiguration: Sendable {
     public var http: HTTP
     public var delivery: Delivery
     public var expiry: Expiry
+    /// `instance.name`: this instance's name among several on one PostgreSQL store (its
+    /// sources' checkpoints, its delivery claims and its leases are filed under it, so it must
+    /// stay the same across restarts and differ between instances). Default: the host name.
+    public var instanceName: String = ProcessInfo.processInfo.hostName
     /// By application id.
     public var apps: [String: AppConfiguration]
     /// The folder relative paths were resolved against (the configuration file's).

@@ -18,10 +18,10 @@ struct SubscriptionsCommand: AsyncParsableCommand {
         @Option(help: "Configuration file (YAML or JSON): its store is used.")
         var config: String
 
-        func store() throws -> SQLiteStore {
+        func store() async throws -> any RuntimeStore {
             let configuration = try loadConfiguration(config)
             do {
-                return try ServiceRuntime.openStore(configuration)
+                return try await ServiceRuntime.openStore(configuration)
             } catch let error as ConfigurationError {
                 reportConfigurationProblems(error, path: config)
                 throw ExitCode(2)
@@ -37,7 +37,7 @@ struct SubscriptionsCommand: AsyncParsableCommand {
         @Option(help: "Only this user (requires --app).") var uid: String?
 
         func run() async throws {
-            let store = try options.store()
+            let store = try await options.store()
             var output = OutputBuffer(descriptor: 1)
             func emit(_ subscriptions: [Subscription]) throws {
                 for subscription in subscriptions {
@@ -81,7 +81,7 @@ struct SubscriptionsCommand: AsyncParsableCommand {
         @Argument(help: "Subscription id.") var id: String
 
         func run() async throws {
-            let store = try options.store()
+            let store = try await options.store()
             guard let subscription = try await store.subscription(id: id),
                 let removed = try await store.remove(app: subscription.app, uid: subscription.uid, id: id)
             else {

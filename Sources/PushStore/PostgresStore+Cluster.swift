@@ -1,0 +1,201 @@
+import Foundation
+import Logging
+import PostgresNIO
+import PushCore
+
+extension PostgresStore: ClusterStore {
+    /// The channel that wakes instances: `inbox` (records wait for their owner), `outbox`
+    /// (notifications wait for a sender). Subscription changes have their own
+    /// (``subscriptionChannel``), notified by the change-log trigger.
+    public static let workChannel = "pushdispatch_work"
+    public static let subscriptionChannel = "pushdispatch_subscription_change"
+
+    public func enqueue(_ records: [InboxRecord], checkpoints: [SourceCheckpoint]) async throws {
+        guard !records.isEmpty || !checkpoints.isEmpty else { return }
+        try await transaction(writerLock: false) { connection in
+            if !records.isEmpty {
+                // One statement for the batch: arrays unnested in order (ids follow it).
+                try await connection.query(
+                    """
+                    INSERT INTO inbox (app, source, position, line, received_at)
+                    SELECT app, source, position, decode(line, 'base64'), \(unescaped: Self.databaseMilliseconds)
+                    FROM unnest(\(records.map(\.app))::text[], \(records.map(\.source))::text[], \(records.map(\.position))::bigint[],
+                                \(records.map { Data($0.line).base64EncodedString() })::text[])
+                         WITH ORDINALITY AS r(app, source, position, line, n)
+                    ORDER BY n
+                    """, logger: self.logger)
+                try await connection.query("SELECT pg_notify(\(Self.workChannel), 'inbox')", logger: self.logger).collect()
+            }
+            for checkpoint in checkpoints {
+                try await connection.query(
+                    """
+                    INSERT INTO source_checkpoint (source, last_seq, position, file_identity)
+                    VALUES (\(checkpoint.source), \(checkpoint.lastSeq), \(checkpoint.position), \(checkpoint.fileIdentity))
+                    ON CONFLICT (source) DO UPDATE SET last_seq = excluded.last_seq, position = excluded.position,
+                                                       file_identity = excluded.file_identity
+                    """, logger: self.logger)
+            }
+        }
+    }
+
+    public func inbox(app: String, limit: Int) async throws -> [InboxRecord] {
+        var records: [InboxRecord] = []
+        try await run { client in
+            let rows = try await client.query(
+                "SELECT id, app, source, position, line FROM inbox WHERE app = \(app) ORDER BY id LIMIT \(Int64(limit))")
+            for try await (id, app, source, position, line) in rows.decode((Int64, String, String, Int64, ByteBuffer).self) {
+                records.append(InboxRecord(id: id, app: app, source: source, position: position, line: Array(line.readableBytesView)))
+            }
+        }
+        return records
+    }
+
+    public func inboxApplications() async throws -> [String] {
+        var apps: [String] = []
+        try await run { client in
+            for try await app in try await client.query("SELECT DISTINCT app FROM inbox ORDER BY 1").decode(String.self) { apps.append(app) }
+        }
+        return apps
+    }
+
+    @discardableResult
+    public func heartbeat(instance: String, address: String) async throws -> Int64 {
+        var now: Int64 = 0
+        try await run { client in
+            let rows = try await client.query(
+                """
+                INSERT INTO instance (name, address, started_at, heartbeat_at)
+                VALUES (\(instance), \(address), \(unescaped: Self.databaseMilliseconds), \(unescaped: Self.databaseMilliseconds))
+                ON CONFLICT (name) DO UPDATE SET address = excluded.address, heartbeat_at = excluded.heartbeat_at
+                RETURNING heartbeat_at
+                """)
+            for try await value in rows.decode(Int64.self) { now = value }
+        }
+        return now
+    }
+
+    /// Marks a new start of `instance` (its uptime counts from now).
+    public func registerStart(instance: String, address: String) async throws {
+        try await run { client in
+            try await client.query(
+                """
+                INSERT INTO instance (name, address, started_at, heartbeat_at)
+                VALUES (\(instance), \(address), \(unescaped: Self.databaseMilliseconds), \(unescaped: Self.databaseMilliseconds))
+                ON CONFLICT (name) DO UPDATE SET address = excluded.address, started_at = excluded.started_at,
+                                                 heartbeat_at = excluded.heartbeat_at
+                """)
+        }
+    }
+
+    public func instances(within: Int64) async throws -> [InstanceInfo] {
+        var instances: [InstanceInfo] = []
+        try await run { client in
+            let rows = try await client.query(
+                """
+                SELECT name, address, started_at, heartbeat_at FROM instance
+                WHERE heartbeat_at >= \(unescaped: Self.databaseMilliseconds) - \(within) ORDER BY name
+                """)
+            for try await (name, address, started, heartbeat) in rows.decode((String, String, Int64, Int64).self) {
+                instances.append(InstanceInfo(name: name, address: address, startedAt: started, heartbeatAt: heartbeat))
+            }
+        }
+        return instances
+    }
+
+    public func renewLeases(holder: String, ttl: Int64) async throws -> [String: Int64] {
+        var held: [String: Int64] = [:]
+        try await run { client in
+            let rows = try await client.query(
+                """
+                UPDATE app_lease SET expires_at = \(unescaped: Self.databaseMilliseconds) + \(ttl)
+                WHERE owner = \(holder) AND expires_at > \(unescaped: Self.databaseMilliseconds)
+                RETURNING app, token
+                """)
+            for try await (app, token) in rows.decode((String, Int64).self) { held[app] = token }
+        }
+        return held
+    }
+
+    public func acquireLease(app: String, holder: String, ttl: Int64) async throws -> Int64? {
+        var token: Int64?
+        try await run { client in
+            // Waits for a commit holding the lease (it locks the row) to end: fencing.
+            let rows = try await client.query(
+                """
+                INSERT INTO app_lease (app, owner, token, expires_at)
+                VALUES (\(app), \(holder), 1, \(unescaped: Self.databaseMilliseconds) + \(ttl))
+                ON CONFLICT (app) DO UPDATE SET owner = excluded.owner, token = app_lease.token + 1, expires_at = excluded.expires_at
+                WHERE app_lease.expires_at <= \(unescaped: Self.databaseMilliseconds)
+                RETURNING token
+                """)
+            for try await value in rows.decode(Int64.self) { token = value }
+        }
+        return token
+    }
+
+    public func releaseLease(app: String, holder: String) async throws {
+        try await run { client in
+            try await client.query("UPDATE app_lease SET expires_at = 0 WHERE app = \(app) AND owner = \(holder)")
+        }
+    }
+
+    public func leases() async throws -> [ApplicationLease] {
+        var leases: [ApplicationLease] = []
+        try await run { client in
+            for try await (app, owner, token, expires) in try await client.query("SELECT app, owner, token, expires_at FROM app_lease ORDER BY app")
+                .decode((String, String, Int64, Int64).self)
+            {
+                leases.append(ApplicationLease(app: app, owner: owner, token: token, expiresAt: expires))
+            }
+        }
+        return leases
+    }
+
+    public func releaseClaimsOfStaleInstances(staleAfter: Int64) async throws -> Int {
+        var released = 0
+        try await run { client in
+            released = try await client.query(
+                """
+                UPDATE notification SET claimed_by = NULL, claimed_until = NULL
+                WHERE claimed_by IN (SELECT name FROM instance WHERE heartbeat_at < \(unescaped: Self.databaseMilliseconds) - \(staleAfter))
+                RETURNING id
+                """
+            ).collect().count
+        }
+        return released
+    }
+
+    /// Wakes the instances' delivery workers: notifications were queued.
+    public func notifyOutbox() async {
+        try? await client.query("SELECT pg_notify(\(Self.workChannel), 'outbox')").collect()
+    }
+
+    /// Listens on the work and subscription channels until cancelled, reconnecting after a
+    /// failure; `wake` gets each notification's channel and payload. A notification missed
+    /// while reconnecting only delays: every follower also polls.
+    public func listen(logger: Logger, onListening: @escaping @Sendable () -> Void = {}, _ wake: @escaping @Sendable (String, String) -> Void)
+        async
+    {
+        while !Task.isCancelled {
+            do {
+                try await client.withConnection { connection in
+                    try await connection.listen(on: Self.subscriptionChannel) { changes in
+                        try await connection.listen(on: Self.workChannel) { work in
+                            onListening()
+                            try await withThrowingTaskGroup(of: Void.self) { group in
+                                group.addTask { for try await change in changes { wake(Self.subscriptionChannel, change.payload) } }
+                                group.addTask { for try await item in work { wake(Self.workChannel, item.payload) } }
+                                try await group.next()
+                                group.cancelAll()
+                            }
+                        }
+                    }
+                }
+            } catch {
+                if Task.isCancelled { return }
+                logger.warning("PostgreSQL notifications interrupted; listening again", metadata: ["error": "\(String(reflecting: error).prefix(200))"])
+            }
+            try? await Task.sleep(for: .seconds(1))
+        }
+    }
+}

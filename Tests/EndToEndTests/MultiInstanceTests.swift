@@ -1,0 +1,198 @@
+import Foundation
+import PushCore
+import PushJOSE
+import PushTestSupport
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Three `pushdispatch` processes on one PostgreSQL database and the fake providers: the REST
+/// API on each, records fed to two of them, one killed with SIGKILL in the middle of the
+/// stream; its applications are taken over within 10 s and every notification is delivered,
+/// in order per subscription, duplicated only when it was in flight at the kill.
+@Suite("Several instances on PostgreSQL, as processes", .serialized)
+struct MultiInstanceTests {
+    /// Each application its own secret (one key for two would let a token act on both).
+    static func secret(_ app: String) -> String { "multi-instance-secret-of-32-bytes-for-\(app)" }
+
+    static func token(_ app: String) throws -> String {
+        let key = try JWK(json: ["kty": "oct", "k": .string(Base64URL.encodeToString(Array(secret(app).utf8)))])
+        let claims: JSON = ["sub": "alice", "exp": .int(Int64(Date().timeIntervalSince1970) + 600)]
+        return String(decoding: try JWSSigner(key: key, algorithm: .hs256).sign(Array(claims.description.utf8)), as: UTF8.self)
+    }
+    static let webhookSecret = ServiceEndToEndTests.webhookSecret
+    static let apps = (1...6).map { "app\($0)" }
+    static let records = 60
+
+    static func config(_ folder: URL, instance: String, database: String, fakes: FakeProviders) -> String {
+        var text = """
+            store: {postgres: "\(database)"}
+            instance: {name: \(instance)}
+            ingest: {queueFile: ./changes.ndjson, socket: ./pushdispatch.sock, deadLetter: ./dead.ndjson}
+            http: {port: 0}
+            delivery: {caFile: "\(ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path)", timeout: 60s}
+            apps:
+
+            """
+        for app in apps {
+            text += """
+                  \(app):
+                    auth: {hs256Secret: "\(secret(app))"}
+                    webhooks: {orders: {url: "\(fakes.webhookURL("orders"))", secret: "\(webhookSecret)"}}
+
+                """
+        }
+        return text
+    }
+
+    static func subscribe(_ port: Int, app: String) throws -> String {
+        let reply = try RunCommandTests.curl([
+            "-X", "POST", "http://127.0.0.1:\(port)/datasync/v2/\(app)/subscriptions/alice",
+            "-H", "Authorization: Bearer \(try Self.token(app))", "-H", "Content-Type: application/json",
+            "--data", #"{"kind":"webhook","mode":"childEvent","path":"/b","destination":"orders","context":"ctx-\#(app)"}"#,
+        ])
+        guard reply.status == 201, let id = try JSONParser.parse(Array(reply.body.utf8))["id"]?.stringValue else {
+            throw RunningService.ServiceError(message: "POST answered \(reply.status): \(reply.body)")
+        }
+        return id
+    }
+
+    /// The record numbers each subscription received (200 answers), in arrival order.
+    static func delivered(_ fakes: FakeProviders) throws -> [String: [Int]] {
+        var numbers: [String: [Int]] = [:]
+        for request in fakes.received(provider: "webhook") where request.status == 200 {
+            let body = try JSONParser.parse(request.data)
+            guard let subscription = body["subscription"]?.stringValue, let added = body["event"]?["c"]?["a"]?.objectValue else { continue }
+            for key in added.keys { numbers[subscription, default: []].append(Int(key.string.dropFirst()) ?? -1) }
+        }
+        return numbers
+    }
+
+    static func record(_ app: String, _ n: Int, _ index: Int) -> String {
+        #"{"seq":\#(n * 10 + index),"app":"\#(app)","op":"patch","path":"/b","data":{"n\#(n)":\#(n)}}"#
+    }
+
+    /// Who holds which application now (live leases), as psql reads the table.
+    static func owners(_ server: PostgresTestServer, _ database: String) throws -> [String: String] {
+        let name = String(database.split(separator: "/").last!)
+        let output = try server.psql(
+            name, "SELECT app || '=' || owner FROM app_lease WHERE expires_at > (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+        var owners: [String: String] = [:]
+        for line in output.text.split(separator: "\n") {
+            let parts = line.split(separator: "=", maxSplits: 1).map(String.init)
+            if parts.count == 2 { owners[parts[0]] = parts[1] }
+        }
+        return owners
+    }
+
+    @Test("three instances, SIGKILL of one mid-stream: takeover within 10 s, every notification delivered in order")
+    func threeInstancesAndAKill() async throws {
+        let server = try PostgresTestServer.shared.get()
+        let database = try server.createDatabase()
+        let fakes = try await FakeProviders.start(tls: true, webhooks: ["orders": Self.webhookSecret])
+        defer { Task { await fakes.stop() } }
+        var folders: [URL] = []
+        var services: [RunningService] = []
+        for index in 1...3 {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-multi-\(UUID().uuidString.prefix(8))-\(index)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            try Data(Self.config(folder, instance: "node-\(index)", database: database, fakes: fakes).utf8)
+                .write(to: folder.appendingPathComponent("pushdispatch.yaml"))
+            FileManager.default.createFile(atPath: folder.appendingPathComponent("changes.ndjson").path, contents: nil)
+            folders.append(folder)
+            services.append(try RunningService(config: folder.appendingPathComponent("pushdispatch.yaml").path))
+        }
+        defer { for service in services where service.process.isRunning { _ = service.stop() } }
+        var ports: [Int] = []
+        for service in services { ports.append(try await service.port()) }
+        for port in ports {
+            try await ServiceEndToEndTests.eventually("ready") { try RunCommandTests.curl(["http://127.0.0.1:\(port)/readyz"]).status == 200 }
+        }
+        // The applications are shared out: two each once the three see each other.
+        try await ServiceEndToEndTests.eventually("every application owned, two per instance", timeout: 30) {
+            let owners = try Self.owners(server, database)
+            return owners.count == 6 && Dictionary(grouping: owners.values, by: { $0 }).values.allSatisfy { $0.count == 2 }
+        }
+        // One service key, whichever instance started first.
+        #expect(try server.psql(String(database.split(separator: "/").last!), "SELECT count(*) FROM service_key").text.trimmingCharacters(in: .whitespacesAndNewlines) == "1")
+
+        // Subscriptions through different instances; each is read back through another.
+        var subscriptions: [String: String] = [:]
+        for (index, app) in Self.apps.enumerated() {
+            subscriptions[app] = try Self.subscribe(ports[index % 3], app: app)
+            let read = try RunCommandTests.curl([
+                "http://127.0.0.1:\(ports[(index + 1) % 3])/datasync/v2/\(app)/subscriptions/alice/\(subscriptions[app]!)",
+                "-H", "Authorization: Bearer \(try Self.token(app))",
+            ])
+            #expect(read.status == 200)
+        }
+
+        // The stream: each application's records through one queue file, of node-1 or node-3
+        // (node-2, to be killed, only processes and delivers).
+        // (seq increases through each file: record n of application i has seq 10 n + i.)
+        func feed(_ range: ClosedRange<Int>) throws {
+            var files: [Int: [String]] = [:]
+            for n in range {
+                for (index, app) in Self.apps.enumerated() { files[index % 2 == 0 ? 0 : 2, default: []].append(Self.record(app, n, index)) }
+            }
+            for (file, lines) in files { try CrashTests.append(lines[...], to: folders[file]) }
+        }
+        try feed(1...(Self.records / 2))
+        try await ServiceEndToEndTests.eventually("deliveries under way") { fakes.received(provider: "webhook").count >= 20 }
+
+        let victim = "node-2"
+        let held = try Self.owners(server, database).filter { $0.value == victim }.map(\.key)
+        #expect(held.count == 2)
+        kill(services[1].process.processIdentifier, SIGKILL)
+        services[1].process.waitUntilExit()
+        let killed = Date()
+        try feed((Self.records / 2 + 1)...Self.records)
+
+        try await ServiceEndToEndTests.eventually("node-2's applications taken over", timeout: 30) {
+            let owners = try Self.owners(server, database)
+            return owners.count == 6 && !owners.values.contains(victim)
+        }
+        let takeover = Date().timeIntervalSince(killed)
+        print("takeover after SIGKILL: \(String(format: "%.2f", takeover)) s")
+        #expect(takeover <= 10, "taken over after \(takeover) s")
+
+        do {
+            try await ServiceEndToEndTests.eventually("every notification delivered", timeout: 90) {
+                let numbers = try Self.delivered(fakes)
+                return subscriptions.values.allSatisfy { Set(numbers[$0] ?? []).count == Self.records }
+            }
+        } catch {
+            let numbers = try Self.delivered(fakes)
+            let name = String(database.split(separator: "/").last!)
+            Issue.record(
+                """
+                \(error): \(subscriptions.sorted { $0.key < $1.key }.map { "\($0.key): \(numbers[$0.value] ?? [])" }.joined(separator: "\n"))
+                inbox: \(try server.psql(name, "SELECT app, count(*) FROM inbox GROUP BY app").text)
+                outbox: \(try server.psql(name, "SELECT app, count(*), min(claimed_by), max(attempts) FROM notification GROUP BY app").text)
+                leases: \(try server.psql(name, "SELECT * FROM app_lease").text)
+                logs: \(services.map { $0.log.withLock { $0 }.suffix(3000) }.joined(separator: "\n----\n"))
+                """)
+            throw error
+        }
+        // In order per subscription; a repeat only right after itself (a send in flight at the
+        // kill, sent again by the instance that took the claim over).
+        let numbers = try Self.delivered(fakes)
+        var repeats = 0
+        for (app, id) in subscriptions.sorted(by: { $0.key < $1.key }) {
+            let received = numbers[id] ?? []
+            var distinct: [Int] = []
+            for number in received {
+                if distinct.last == number { repeats += 1 } else { distinct.append(number) }
+            }
+            #expect(distinct == Array(1...Self.records), "\(app): \(received)")
+        }
+        // A subscription has one notification in flight at most: one repeat each at most.
+        #expect(repeats <= subscriptions.count, "repeats: \(repeats)")
+        print("repeats after the kill: \(repeats)")
+        for (index, service) in services.enumerated() where index != 1 {
+            #expect(service.stop() == 0)
+        }
+    }
+}
