@@ -1,0 +1,135 @@
+import Foundation
+import Logging
+import PushCore
+@testable import PushStore
+import PushTestSupport
+import Synchronization
+import Testing
+
+/// What several instances on one PostgreSQL database rely on, each with its own handle on the
+/// database as separate processes would have: the change log read in commit order under
+/// concurrent writers, fenced commits under application leases, claims side by side, the
+/// inbox.
+@Suite("PostgreSQL: several instances on one database", .enabled(if: StoreKind.all.contains(.postgres)))
+struct PostgresClusterTests {
+    static let logger = Logger(label: "postgres-test", factory: { _ in SwiftLogNoOpLogHandler() })
+
+    /// Two handles on one fresh database (two instances).
+    func two() async throws -> (PostgresStore, PostgresStore) {
+        let url = try PostgresTestServer.shared.get().createDatabase()
+        return (try await PostgresStore.open(url: url, logger: Self.logger), try await PostgresStore.open(url: url, logger: Self.logger))
+    }
+
+    @Test("a follower reading the change log while 8 writers commit side by side never skips a change")
+    func followerNeverSkips() async throws {
+        let (writerStore, followerStore) = try await two()
+        defer { writerStore.close(); followerStore.close() }
+        let done = Atomic<Bool>(false)
+        async let followed: [Int64] = {
+            var seen: [Int64] = []
+            var after: Int64 = 0
+            while true {
+                let finished = done.load(ordering: .acquiring)
+                let changes = try await followerStore.changes(after: after, limit: 50)
+                seen += changes.map(\.sequence)
+                after = changes.last?.sequence ?? after
+                if finished && changes.isEmpty { return seen }
+            }
+        }()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<8 {
+                group.addTask {
+                    for n in 0..<40 {
+                        let subscription = makeSubscription(uid: "w\(writer)", path: "/w\(writer)/\(n)", context: "t\(writer)-\(n)")
+                        _ = try await writerStore.save(subscription, allowUpdate: false)
+                        if n % 3 == 0 { _ = try await writerStore.remove(app: "toto", uid: "w\(writer)", id: subscription.id) }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        done.store(true, ordering: .releasing)
+        let seen = try await followed
+        let all = try await writerStore.changes(after: 0, limit: 10_000).map(\.sequence)
+        #expect(all.count == 8 * (40 + 14))
+        // Read while they committed: every change, once, in order — none passed by.
+        #expect(seen == all)
+        #expect(try await writerStore.lastChange() == all.last)
+    }
+
+    @Test("a commit under a lease lost to another instance writes nothing; the records stay for the new owner")
+    func fencing() async throws {
+        let (a, b) = try await two()
+        defer { a.close(); b.close() }
+        let subscription = makeSubscription(mode: .childEvent)
+        guard case .created(let created) = try await a.save(subscription, allowUpdate: false), let handle = created.handle else {
+            Issue.record("not created")
+            return
+        }
+        try await a.enqueue(
+            [InboxRecord(app: "toto", source: "node-1/socket", position: 1, line: Array(#"{"seq":1}"#.utf8))],
+            checkpoints: [SourceCheckpoint(source: "node-1/socket", lastSeq: 1)])
+        let records = try await a.inbox(app: "toto", limit: 10)
+        #expect(records.count == 1)
+        #expect(try await a.checkpoints() == [SourceCheckpoint(source: "node-1/socket", lastSeq: 1)])
+
+        let tokenA = try #require(try await a.acquireLease(app: "toto", holder: "node-1", ttl: 60_000))
+        // Live: nobody else gets it.
+        #expect(try await b.acquireLease(app: "toto", holder: "node-2", ttl: 60_000) == nil)
+        #expect(try await a.renewLeases(holder: "node-1", ttl: 60_000) == ["toto": tokenA])
+
+        // node-1 pauses past its lease; node-2 takes over.
+        try await b.releaseLease(app: "toto", holder: "node-1")
+        let tokenB = try #require(try await b.acquireLease(app: "toto", holder: "node-2", ttl: 60_000))
+        #expect(tokenB == tokenA + 1)
+        #expect(try await a.renewLeases(holder: "node-1", ttl: 60_000).isEmpty)
+
+        var batch = CommitBatch(now: 10)
+        batch.operations = [.notify(entry(subscription, handle, .childEvent))]
+        batch.journal = ["toto": Array("{\"seq\":1}\n".utf8)]
+        batch.consumedInbox = records.map(\.id)
+        batch.leases = ["toto": tokenA]
+        batch.leaseHolder = "node-1"
+        await #expect(throws: StoreError(.leaseLost(app: "toto"))) { try await a.commit(batch) }
+        #expect(try await a.notifications(limit: 10).isEmpty)
+        #expect(try await a.inbox(app: "toto", limit: 10).count == 1)
+        #expect(try await a.tree(app: "toto").journal.isEmpty)
+
+        // The new owner commits under its token.
+        batch.leases = ["toto": tokenB]
+        batch.leaseHolder = "node-2"
+        #expect(try await b.commit(batch).queued == 1)
+        #expect(try await b.inbox(app: "toto", limit: 10).isEmpty)
+        #expect(try await b.leases().map(\.owner) == ["node-2"])
+    }
+
+    @Test("two instances claiming side by side share the heads of the subscriptions, each once")
+    func claimsSideBySide() async throws {
+        let (a, b) = try await two()
+        defer { a.close(); b.close() }
+        var entries: [OutboxEntry] = []
+        for n in 0..<40 {
+            let subscription = makeSubscription(path: "/s/\(n)", context: "token-\(n)", mode: .childEvent)
+            guard case .created(let created) = try await a.save(subscription, allowUpdate: false), let handle = created.handle else { return }
+            for k in 0..<3 { entries.append(entry(subscription, handle, .childEvent, payload: "\(n)-\(k)")) }
+        }
+        var batch = CommitBatch(now: 10)
+        batch.operations = entries.map { .notify($0) }
+        _ = try await a.commit(batch)
+        async let fromA = a.claim(now: 10, limit: 30, claimant: "node-1", leaseUntil: 1_000, excluding: [])
+        async let fromB = b.claim(now: 10, limit: 30, claimant: "node-2", leaseUntil: 1_000, excluding: [])
+        let claimed = try await fromA + fromB
+        // Only the oldest of each subscription, and no row twice.
+        #expect(Set(claimed.map(\.id)).count == claimed.count)
+        #expect(claimed.allSatisfy { String(decoding: $0.entry.payload, as: UTF8.self).hasSuffix("-0") })
+        #expect(Set(claimed.map(\.entry.subscriptionHandle)).count == claimed.count)
+        let rest = try await b.claim(now: 10, limit: 100, claimant: "node-2", leaseUntil: 1_000, excluding: [])
+        #expect(claimed.count + rest.count == 40)
+
+        // An instance that stopped beating: its claims are released for the others.
+        _ = try await a.heartbeat(instance: "node-1", address: "127.0.0.1:1")
+        _ = try await a.heartbeat(instance: "node-2", address: "127.0.0.1:2")
+        #expect(try await a.releaseClaimsOfStaleInstances(staleAfter: 60_000) == 0)
+        #expect(Set(try await a.instances(within: 60_000).map(\.name)) == ["node-1", "node-2"])
+    }
+}
