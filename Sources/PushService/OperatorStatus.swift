@@ -29,6 +29,27 @@ enum OperatorStatus {
         let checkpoints = ((try? await store.checkpoints()) ?? []).sorted { $0.source < $1.source }.map { checkpoint -> JSON in
             ["source": .string(checkpoint.source), "lastSeq": checkpoint.lastSeq.map { .int($0) } ?? .null, "position": .int(checkpoint.position)]
         }
+        // Several instances: who is there and what each owns.
+        var cluster: [(String, JSON)] = []
+        if let store = store as? any ClusterStore {
+            let leases = (try? await store.leases()) ?? []
+            let instances = (try? await store.instances(within: 3_600_000)) ?? []
+            let newest = instances.map(\.heartbeatAt).max() ?? 0
+            cluster.append(
+                (
+                    "instances",
+                    .array(
+                        instances.map { info in
+                            JSON.members([
+                                ("name", .string(info.name)), ("address", .string(info.address)),
+                                ("heartbeatAgeSeconds", .int(max(0, newest.saturatingSubtracting(info.heartbeatAt)) / 1_000)),
+                                ("live", .bool(newest.saturatingSubtracting(info.heartbeatAt) <= 5_000)),
+                                ("owns", .array(leases.filter { $0.owner == info.name && $0.expiresAt > newest }.map { .string($0.app) })),
+                            ])
+                        })
+                ))
+            cluster.append(("inboxDepth", (try? await store.inboxDepth()).map { .int(Int64($0)) } ?? .null))
+        }
         func counted(_ values: [String: Int]) -> JSON {
             JSON.members(values.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })
         }
@@ -42,6 +63,6 @@ enum OperatorStatus {
             ("paused", .array(pausedList)),
             ("ingest", .array(checkpoints)),
             ("records", JSON.members([("ingested", counted(ingest.ingested)), ("rejected", counted(ingest.rejected))])),
-        ])
+        ] + cluster)
     }
 }

@@ -234,3 +234,16 @@ enum PostgresMigrations {
         }
     }
 }
+
+extension PostgresStore {
+    /// The schema version applied (the highest migration).
+    public func schemaVersion() async throws -> Int {
+        var version: Int32 = 0
+        try await run { client in
+            for try await value in try await client.query("SELECT coalesce(max(version), 0) FROM schema_migration").decode(Int32.self) {
+                version = value
+            }
+        }
+        return Int(version)
+    }
+}

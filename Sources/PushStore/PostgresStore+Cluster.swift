@@ -58,6 +58,14 @@ extension PostgresStore: ClusterStore {
         return apps
     }
 
+    public func inboxDepth() async throws -> Int {
+        var depth = 0
+        try await run { client in
+            for try await count in try await client.query("SELECT count(*) FROM inbox").decode(Int64.self) { depth = Int(count) }
+        }
+        return depth
+    }
+
     @discardableResult
     public func heartbeat(instance: String, address: String) async throws -> Int64 {
         var now: Int64 = 0

@@ -248,3 +248,10 @@ enum SQLiteMigrations {
         END;
         """
 }
+
+extension SQLiteStore {
+    /// The schema version applied (the number of migrations).
+    public func schemaVersion() async throws -> Int {
+        try await read { db in try SQLiteMigrations.migrator.appliedIdentifiers(db).count }
+    }
+}

@@ -6,7 +6,7 @@ struct PushDispatch: AsyncParsableCommand {
         commandName: "pushdispatch",
         abstract: "Push-notification dispatcher for realtime JSON-tree databases.",
         subcommands: [
-            DemoCommand.self, RunCommand.self, StatusCommand.self, ConfigCommand.self, SubscriptionsCommand.self, PayloadCommand.self, DecodeCommand.self, ReplayCommand.self,
+            DemoCommand.self, RunCommand.self, StatusCommand.self, MigrateCommand.self, ExportCommand.self, ImportCommand.self, ConfigCommand.self, SubscriptionsCommand.self, PayloadCommand.self, DecodeCommand.self, ReplayCommand.self,
             BenchCommand.self,
         ]
     )

@@ -68,6 +68,9 @@ public protocol ClusterStore: Sendable {
     /// Applications with waiting records.
     func inboxApplications() async throws -> [String]
 
+    /// Records waiting in the inbox.
+    func inboxDepth() async throws -> Int
+
     /// Records this instance's heartbeat; returns the database's time (milliseconds).
     @discardableResult
     func heartbeat(instance: String, address: String) async throws -> Int64

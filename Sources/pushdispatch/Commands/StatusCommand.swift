@@ -115,14 +115,27 @@ enum StatusTable {
             }
         }
         line()
-        line("ingest      source        last seq     position")
         let sources = status["ingest"]?.arrayValue ?? []
+        let width = max(14, (sources.compactMap { $0["source"]?.stringValue?.count }.max() ?? 0) + 2)
+        line("ingest      " + pad("source", width) + "last seq     position")
         if sources.isEmpty { line("  (nothing ingested yet)") }
         for source in sources {
-            line("            " + pad(source["source"]?.stringValue ?? "?", 14) + pad(number(source["lastSeq"]), 13) + number(source["position"]))
+            line("            " + pad(source["source"]?.stringValue ?? "?", width) + pad(number(source["lastSeq"]), 13) + number(source["position"]))
         }
         if case .object(let rejected)? = status["records"]?["rejected"], !rejected.isEmpty {
             line("rejected    " + rejected.map { "\($0.key.string) \(number($0.value))" }.joined(separator: ", "))
+        }
+        if let instances = status["instances"]?.arrayValue {
+            line()
+            line("instances   name          address                heartbeat   owns (inbox: \(number(status["inboxDepth"])) waiting)")
+            for instance in instances {
+                let owns = (instance["owns"]?.arrayValue ?? []).compactMap(\.stringValue)
+                let age = number(instance["heartbeatAgeSeconds"])
+                let heartbeat = instance["live"] == .bool(true) ? "\(age) s ago" : "silent \(age) s"
+                line(
+                    "            " + pad(instance["name"]?.stringValue ?? "?", 14) + pad(instance["address"]?.stringValue ?? "?", 23)
+                        + pad(heartbeat, 12) + (owns.isEmpty ? "-" : owns.joined(separator: ", ")))
+            }
         }
         return out
     }

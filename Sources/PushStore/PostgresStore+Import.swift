@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+import PostgresNIO
+import PushCore
+
+/// What `pushdispatch import` carries into a fresh PostgreSQL database.
+public struct StoreContents: Sendable {
+    /// Private JWKs (JSON text), oldest first: the last one signs.
+    public var serviceKeys: [String] = []
+    /// Every handle up to this was used by the source store: none is handed out again.
+    public var handleHighWater: Int64 = 0
+    /// With their handles (notifications name them).
+    public var subscriptions: [Subscription] = []
+    /// Each application's tree as compact JSON.
+    public var trees: [(app: String, tree: [UInt8])] = []
+    public var checkpoints: [SourceCheckpoint] = []
+    /// Waiting notifications, in their order (claims are not carried).
+    public var notifications: [StoredNotification] = []
+
+    public init() {}
+}
+
+extension PostgresStore {
+    /// Loads `contents` into this database in one transaction: all of it or nothing. Refuses
+    /// a database that already holds subscriptions, notifications, trees or service keys.
+    public func importContents(_ contents: StoreContents) async throws {
+        try await transaction(writerLock: true) { connection in
+            for table in ["subscription", "notification", "tree_journal", "tree_head", "service_key", "inbox"] {
+                var count: Int64 = 0
+                for try await value in try await connection.query(
+                    PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)"), logger: self.logger
+                ).decode(Int64.self) { count = value }
+                if count > 0 {
+                    throw StoreError(.constraint("the database already holds data (table \(table)); import into a fresh database"))
+                }
+            }
+            for (index, jwk) in contents.serviceKeys.enumerated() {
+                let kid = (try? JSONParser.parse(Array(jwk.utf8)))?["kid"]?.stringValue ?? "imported-\(index)"
+                try await connection.query(
+                    "INSERT INTO service_key (kid, jwk, created_at) VALUES (\(kid), \(jwk), \(Int64(index)))", logger: self.logger)
+            }
+            for chunk in contents.subscriptions.chunks(of: 1_000) {
+                try await connection.query(
+                    """
+                    INSERT INTO subscription (handle, id, app, uid, kind, destination, path, context, mode, format, encryption,
+                                              created_at, expires_at)
+                    OVERRIDING SYSTEM VALUE
+                    SELECT h, i, a, u, k, d, p, c, m, f, nullif(e, ''), ca, ea FROM unnest(\(chunk.map { $0.handle ?? 0 })::bigint[], \(chunk.map(\.id))::text[], \(chunk.map(\.app))::text[],
+                                         \(chunk.map(\.uid))::text[], \(chunk.map(\.kind.rawValue))::text[],
+                                         \(chunk.map { $0.tuple.destination ?? "" })::text[], \(chunk.map(\.path.string))::text[],
+                                         \(chunk.map { $0.tuple.context ?? "" })::text[], \(chunk.map(\.mode.rawValue))::text[],
+                                         \(chunk.map(\.format.rawValue))::text[], \(chunk.map { $0.encryption?.json.description ?? "" })::text[],
+                                         \(chunk.map(\.createdAt))::bigint[], \(chunk.map(\.expiresAt))::bigint[])
+                         AS s(h, i, a, u, k, d, p, c, m, f, e, ca, ea)
+                    """, logger: self.logger)
+            }
+            // Handles go on above every one the source store used.
+            try await connection.query(
+                """
+                SELECT setval(pg_get_serial_sequence('subscription', 'handle'),
+                              greatest(\(contents.handleHighWater), (SELECT coalesce(max(handle), 0) FROM subscription), 1))
+                """, logger: self.logger
+            ).collect()
+            for (app, tree) in contents.trees {
+                var chunks: Int64 = 0
+                var offset = 0
+                repeat {
+                    let end = min(tree.count, offset + Self.snapshotChunkBytes)
+                    try await connection.query(
+                        "INSERT INTO tree_snapshot (app, generation, chunk, bytes) VALUES (\(app), 1, \(chunks), \(ByteBuffer(bytes: tree[offset..<end])))",
+                        logger: self.logger)
+                    chunks += 1
+                    offset = end
+                } while offset < tree.count
+                try await connection.query(
+                    "INSERT INTO tree_head (app, generation, chunks, through_journal) VALUES (\(app), 1, \(chunks), 0)", logger: self.logger)
+            }
+            for checkpoint in contents.checkpoints {
+                try await connection.query(
+                    """
+                    INSERT INTO source_checkpoint (source, last_seq, position, file_identity)
+                    VALUES (\(checkpoint.source), \(checkpoint.lastSeq), \(checkpoint.position), \(checkpoint.fileIdentity))
+                    """, logger: self.logger)
+            }
+            for notification in contents.notifications {
+                let entry = notification.entry
+                try await connection.query(
+                    """
+                    INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                              payload, record_seq, created_at, next_attempt_at, first_attempt_at, attempts)
+                    VALUES (\(entry.app), \(entry.subscriptionHandle), \(entry.subscriptionID), \(entry.kind.rawValue), \(entry.target),
+                            \(entry.destination), \(entry.notification.rawValue), \(entry.notification.coalesces),
+                            \(ByteBuffer(bytes: entry.payload)), \(entry.recordSeq), \(notification.createdAt), \(notification.nextAttemptAt),
+                            \(notification.firstAttemptAt), \(Int64(notification.attempts)))
+                    """, logger: self.logger)
+            }
+        }
+    }
+}
+
+extension Array {
+    /// Consecutive slices of at most `size` elements.
+    func chunks(of size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min(count, $0 + size)] }
+    }
+}
+
+extension SQLiteStore {
+    /// The largest subscription handle this store ever handed out (AUTOINCREMENT's record).
+    public func handleHighWater() async throws -> Int64 {
+        try await read { db in
+            try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = 'subscription'") ?? 0
+        }
+    }
+}
