@@ -150,6 +150,8 @@ final class LeaseKeeper: Service, Sendable {
     let applications: [String]
     let logger: Logger
     let held = Mutex<[String: Int64]>([:])
+    /// Stopping: the leases were given back; only the heartbeat goes on.
+    let retiring = Atomic<Bool>(false)
     /// Called when the set of held leases changed.
     let changed: @Sendable () -> Void
     /// Called after every round (the delivery worker looks for work: claims of others may have
@@ -178,6 +180,8 @@ final class LeaseKeeper: Service, Sendable {
         logger.warning("application lease lost to another instance", metadata: ["app": "\(app)"])
     }
 
+    /// Runs until the service stops; it is stopped last (after the delivery worker), so that its
+    /// heartbeat keeps the claims of the last sends alive until they are answered.
     func run() async throws {
         var rounds = 0
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
@@ -189,15 +193,19 @@ final class LeaseKeeper: Service, Sendable {
             rounds += 1
             guard await pause(Cluster.round) else { break }
         }
+        await releaseAll()
+        try? await store.forget(instance: instance)
     }
 
     /// One round: heartbeat, renew, balance.
     func round(releasingClaims: Bool = false) async throws {
         let now = try await store.heartbeat(instance: instance, address: address.withLock { $0 })
+        if retiring.load(ordering: .acquiring) { return }
         var leases = try await store.renewLeases(holder: instance, ttl: Cluster.leaseTTL)
         let alive = try await store.instances(within: Cluster.leaseTTL).map(\.name)
         let all = try await store.leases()
-        let apps = Set(applications).union(try await store.inboxApplications()).union(all.map(\.app))
+        // Configured applications, those with waiting records, those someone holds now.
+        let apps = Set(applications).union(try await store.inboxApplications()).union(all.filter { $0.expiresAt > now }.map(\.app))
         let share = (apps.count + max(1, alive.count) - 1) / max(1, alive.count)
         // Too many: give back the least preferred one (another instance takes it next round).
         if leases.count > share, let app = leases.keys.min(by: { preference($0) < preference($1) }) {
@@ -230,6 +238,9 @@ final class LeaseKeeper: Service, Sendable {
     /// Gives every lease back (a graceful stop, once processing stopped): the others take the
     /// applications over at their next round instead of after the expiry.
     func releaseAll() async {
+        guard !retiring.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        // Out of the shares first, so that the others take the applications at their next round.
+        try? await store.retire(instance: instance)
         for app in held.withLock({ Array($0.keys) }) {
             try? await store.releaseLease(app: app, holder: instance)
         }

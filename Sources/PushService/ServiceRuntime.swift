@@ -131,7 +131,7 @@ public struct ServiceRuntime: Sendable {
             configuration: .init(address: .hostname(configuration.http.host, port: configuration.http.port), serverName: "pushdispatch"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
-                keeperBox.withLock { keeper in keeper?.address.withLock { $0 = "\(configuration.http.host):\(port)" } }
+                keeperBox.withLock { keeper in keeper?.address.withLock { $0 = Self.advertised(host: configuration.http.host, port: port) } }
                 logger.info("listening", metadata: ["host": "\(channel.localAddress?.ipAddress ?? "?")", "port": "\(port)"])
                 await onListening(port)
             },
@@ -208,9 +208,10 @@ public struct ServiceRuntime: Sendable {
         // instance holds, and the listener that wakes them.
         var processing: [ServiceGroupConfiguration.ServiceConfiguration] = [.init(service: ingestor)]
         var intake: [ServiceGroupConfiguration.ServiceConfiguration] = []
+        var lifetime: [ServiceGroupConfiguration.ServiceConfiguration] = []  // stopped last
         if let cluster {
             let wake = Wakeup()
-            let address = "\(configuration.http.host):\(configuration.http.port)"
+            let address = Self.advertised(host: configuration.http.host, port: configuration.http.port)
             try await cluster.registerStart(instance: instance, address: address)
             let keeper = LeaseKeeper(
                 store: cluster, instance: instance, address: address, applications: applications.keys.sorted(), logger: logger,
@@ -226,7 +227,8 @@ public struct ServiceRuntime: Sendable {
                     dispatcher.nudge()
                 }
             }
-            processing = [.init(service: owner), .init(service: keeper), .init(service: listener)]
+            processing = [.init(service: owner), .init(service: listener)]
+            lifetime = [.init(service: keeper)]
             intake = [
                 .init(
                     service: InboxIntake(
@@ -242,7 +244,7 @@ public struct ServiceRuntime: Sendable {
         // has its deadline) and stores them.
         let group = ServiceGroup(
             configuration: .init(
-                services: (configuration.delivery.enabled ? [.init(service: dispatcher)] : []) + processing
+                services: lifetime + (configuration.delivery.enabled ? [.init(service: dispatcher)] : []) + processing
                     + [.init(service: sweeper), .init(service: follower), .init(service: syncer)] + intake + sources + [.init(service: server)],
                 gracefulShutdownSignals: [.sigterm, .sigint],
                 logger: logger))
@@ -255,6 +257,12 @@ public struct ServiceRuntime: Sendable {
         }
         try? await transport.shutdown()
         logger.info("stopped")
+    }
+
+    /// Where others reach this instance: the host listened on, or the host name when it
+    /// listens on every interface.
+    static func advertised(host: String, port: Int) -> String {
+        (["0.0.0.0", "::", ""].contains(host) ? ProcessInfo.processInfo.hostName : host) + ":\(port)"
     }
 
     /// Revocations a version-1 store queued without a payload: built now and queued as

@@ -141,6 +141,7 @@ enum PostgresMigrations {
             PRIMARY KEY (app, generation, chunk)
         )
         """,
+        "CREATE SEQUENCE tree_generation",
         """
         CREATE TABLE tree_head (
             app             text   PRIMARY KEY,
@@ -200,7 +201,10 @@ enum PostgresMigrations {
             name         text   PRIMARY KEY,
             address      text   NOT NULL,
             started_at   bigint NOT NULL,
-            heartbeat_at bigint NOT NULL
+            heartbeat_at bigint NOT NULL,
+            -- Stopping: it gives its applications up and is not counted in the shares, while
+            -- its heartbeat keeps its delivery claims until its last sends are answered.
+            retiring     boolean NOT NULL DEFAULT false
         )
         """,
     ]

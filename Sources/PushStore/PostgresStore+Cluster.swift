@@ -90,8 +90,20 @@ extension PostgresStore: ClusterStore {
                 INSERT INTO instance (name, address, started_at, heartbeat_at)
                 VALUES (\(instance), \(address), \(unescaped: Self.databaseMilliseconds), \(unescaped: Self.databaseMilliseconds))
                 ON CONFLICT (name) DO UPDATE SET address = excluded.address, started_at = excluded.started_at,
-                                                 heartbeat_at = excluded.heartbeat_at
+                                                 heartbeat_at = excluded.heartbeat_at, retiring = false
                 """)
+        }
+    }
+
+    public func retire(instance: String) async throws {
+        try await run { client in
+            try await client.query("UPDATE instance SET retiring = true WHERE name = \(instance)")
+        }
+    }
+
+    public func forget(instance: String) async throws {
+        try await run { client in
+            try await client.query("DELETE FROM instance WHERE name = \(instance)")
         }
     }
 
@@ -101,7 +113,7 @@ extension PostgresStore: ClusterStore {
             let rows = try await client.query(
                 """
                 SELECT name, address, started_at, heartbeat_at FROM instance
-                WHERE heartbeat_at >= \(unescaped: Self.databaseMilliseconds) - \(within) ORDER BY name
+                WHERE heartbeat_at >= \(unescaped: Self.databaseMilliseconds) - \(within) AND NOT retiring ORDER BY name
                 """)
             for try await (name, address, started, heartbeat) in rows.decode((String, String, Int64, Int64).self) {
                 instances.append(InstanceInfo(name: name, address: address, startedAt: started, heartbeatAt: heartbeat))

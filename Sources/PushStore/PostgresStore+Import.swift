@@ -113,3 +113,25 @@ extension SQLiteStore {
         }
     }
 }
+
+extension PostgresStore {
+    /// Queues notifications in bulk, created and due at `now` (benchmarks: one statement per
+    /// thousand rows, no coalescing, no subscription check).
+    public func fillOutbox(_ entries: [OutboxEntry], now: Int64) async throws {
+        try await transaction(writerLock: false) { connection in
+            for chunk in entries.chunks(of: 1_000) {
+                try await connection.query(
+                    """
+                    INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                              payload, record_seq, created_at, next_attempt_at)
+                    SELECT a, h, i, k, t, NULL, e, e IN ('value', 'noData'), decode(p, 'base64'), 1, \(now), \(now)
+                    FROM unnest(\(chunk.map(\.app))::text[], \(chunk.map(\.subscriptionHandle))::bigint[], \(chunk.map(\.subscriptionID))::text[],
+                                \(chunk.map(\.kind.rawValue))::text[], \(chunk.map { $0.target ?? "" })::text[],
+                                \(chunk.map(\.notification.rawValue))::text[], \(chunk.map { Data($0.payload).base64EncodedString() })::text[])
+                         WITH ORDINALITY AS n(a, h, i, k, t, e, p, o)
+                    ORDER BY o
+                    """, logger: self.logger)
+            }
+        }
+    }
+}

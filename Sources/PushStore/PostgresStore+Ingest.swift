@@ -206,11 +206,14 @@ extension PostgresStore: IngestStore {
     }
 
     public func saveSnapshot(app: String, tree: [UInt8], through: Int64) async throws {
-        var generation: Int64 = 1
+        // Two instances may write one application's snapshot at once (an owner that lost the
+        // application and the new one). Each writes its chunks under a generation of its own
+        // (drawn from a sequence); the head moves only forward (a later generation covering at
+        // least as much journal); the loser's chunks go, and chunks of a later generation still
+        // being written stay.
+        var generation: Int64 = 0
         try await run { client in
-            for try await value in try await client.query("SELECT generation FROM tree_head WHERE app = \(app)").decode(Int64.self) {
-                generation = value + 1
-            }
+            for try await value in try await client.query("SELECT nextval('tree_generation')").decode(Int64.self) { generation = value }
         }
         var chunks: Int64 = 0
         var offset = 0
@@ -220,24 +223,29 @@ extension PostgresStore: IngestStore {
             let index = chunks
             try await transaction(writerLock: false) { connection in
                 try await connection.query(
-                    """
-                    INSERT INTO tree_snapshot (app, generation, chunk, bytes) VALUES (\(app), \(generation), \(index), \(chunk))
-                    ON CONFLICT (app, generation, chunk) DO UPDATE SET bytes = excluded.bytes
-                    """, logger: self.logger)
+                    "INSERT INTO tree_snapshot (app, generation, chunk, bytes) VALUES (\(app), \(generation), \(index), \(chunk))", logger: self.logger)
             }
             chunks += 1
             offset = end
         } while offset < tree.count
         let count = chunks
         try await transaction(writerLock: false) { connection in
-            try await connection.query(
+            let moved = try await connection.query(
                 """
                 INSERT INTO tree_head (app, generation, chunks, through_journal) VALUES (\(app), \(generation), \(count), \(through))
                 ON CONFLICT (app) DO UPDATE SET generation = excluded.generation, chunks = excluded.chunks,
                                                 through_journal = excluded.through_journal
-                """, logger: self.logger)
+                WHERE tree_head.generation < excluded.generation AND tree_head.through_journal <= excluded.through_journal
+                RETURNING app
+                """, logger: self.logger
+            ).collect().count
+            guard moved > 0 else {
+                try await connection.query(
+                    "DELETE FROM tree_snapshot WHERE app = \(app) AND generation = \(generation)", logger: self.logger)
+                return
+            }
             try await connection.query(
-                "DELETE FROM tree_snapshot WHERE app = \(app) AND (generation <> \(generation) OR chunk >= \(count))", logger: self.logger)
+                "DELETE FROM tree_snapshot WHERE app = \(app) AND generation < \(generation)", logger: self.logger)
             try await connection.query("DELETE FROM tree_journal WHERE app = \(app) AND id <= \(through)", logger: self.logger)
         }
     }

@@ -360,6 +360,9 @@ enum PostgresURL {
         else {
             throw StoreError(.unavailable("store.postgres: expected postgres://user:password@host:port/database"))
         }
+        if let port = components.port, !(1...65535).contains(port) {
+            throw StoreError(.unavailable("store.postgres: the port \(port) is not 1 to 65535"))
+        }
         let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : ""
         if let mode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value, !["disable", "prefer", "allow"].contains(mode) {
             throw StoreError(.unavailable("store.postgres: sslmode=\(mode) is not supported yet; use sslmode=disable"))

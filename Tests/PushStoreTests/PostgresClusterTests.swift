@@ -103,6 +103,25 @@ struct PostgresClusterTests {
         #expect(try await b.leases().map(\.owner) == ["node-2"])
     }
 
+    @Test("a late snapshot from an ex-owner never replaces the new owner's later one")
+    func snapshotsMoveForward() async throws {
+        let (a, b) = try await two()
+        defer { a.close(); b.close() }
+        var ids: [Int64] = []
+        for n in 1...2 {
+            var batch = CommitBatch(now: 1)
+            batch.journal = ["toto": Array("{\"seq\":\(n)}\n".utf8)]
+            ids.append(try #require(try await a.commit(batch).journalIDs["toto"]))
+        }
+        // The new owner snapshots through both rows; the ex-owner's older snapshot lands after.
+        try await b.saveSnapshot(app: "toto", tree: Array(#"{"n":2}"#.utf8), through: ids[1])
+        try await a.saveSnapshot(app: "toto", tree: Array(#"{"n":1}"#.utf8), through: ids[0])
+        let stored = try await a.tree(app: "toto")
+        #expect(stored.snapshot == Array(#"{"n":2}"#.utf8))
+        #expect(stored.snapshotThrough == ids[1])
+        #expect(stored.journal.isEmpty)
+    }
+
     @Test("two instances claiming side by side share the heads of the subscriptions, each once")
     func claimsSideBySide() async throws {
         let (a, b) = try await two()
@@ -131,5 +150,38 @@ struct PostgresClusterTests {
         _ = try await a.heartbeat(instance: "node-2", address: "127.0.0.1:2")
         #expect(try await a.releaseClaimsOfStaleInstances(staleAfter: 60_000) == 0)
         #expect(Set(try await a.instances(within: 60_000).map(\.name)) == ["node-1", "node-2"])
+    }
+}
+
+/// The PostgreSQL URL of `store.postgres` comes from an operator: any text gives a client
+/// configuration or a clear refusal that does not echo the password.
+@Suite("PostgreSQL URL parsing")
+struct PostgresURLTests {
+    @Test("good URLs give their parts; bad ones are refused without the password")
+    func parsing() throws {
+        let (configuration, location) = try PostgresURL.configuration("postgres://app:s3cret@db.internal:6543/pushdispatch?sslmode=disable")
+        #expect(configuration.host == "db.internal" && configuration.port == 6543 && configuration.username == "app")
+        #expect(configuration.password == "s3cret" && configuration.database == "pushdispatch")
+        #expect(location == "db.internal:6543/pushdispatch")
+        for bad in ["mysql://a@b/c", "postgres://", "postgres://host/db", "postgres://u:pw-secret@/db", "postgres://u:pw-secret@h/db?sslmode=require", "", "::"] {
+            #expect(throws: StoreError.self) { try PostgresURL.configuration(bad) }
+            do { _ = try PostgresURL.configuration(bad) } catch { #expect(!"\(error)".contains("pw-secret"), "\(bad): \(error)") }
+        }
+    }
+
+    @Test("seeded mutations of a valid URL: no crash, a configuration or a clear refusal")
+    func mutations() {
+        let valid = Array("postgres://app:pw-secret@127.0.0.1:5432/pushdispatch?sslmode=disable".utf8)
+        for seed in UInt64(1)...500 {
+            var mutator = Mutator(seed: seed)
+            let text = String(decoding: mutator.mutateBytes(valid), as: UTF8.self)
+            do {
+                let (configuration, _) = try PostgresURL.configuration(text)
+                #expect((1...65535).contains(configuration.port ?? 0), "seed \(seed)")
+            } catch {
+                #expect("\(error)".contains("store.postgres"), "seed \(seed): \(error)")
+                #expect(!"\(error)".contains("pw-secret"), "seed \(seed)")
+            }
+        }
     }
 }

@@ -75,8 +75,15 @@ public protocol ClusterStore: Sendable {
     @discardableResult
     func heartbeat(instance: String, address: String) async throws -> Int64
 
-    /// Instances whose heartbeat is at most `within` milliseconds old.
+    /// Instances whose heartbeat is at most `within` milliseconds old, retiring ones left out.
     func instances(within: Int64) async throws -> [InstanceInfo]
+
+    /// Marks an instance as stopping: it no longer counts in the shares (its heartbeat still
+    /// keeps its delivery claims).
+    func retire(instance: String) async throws
+
+    /// Removes a stopped instance.
+    func forget(instance: String) async throws
 
     /// Extends the leases `holder` still holds by `ttl` milliseconds; returns them (app → token).
     func renewLeases(holder: String, ttl: Int64) async throws -> [String: Int64]

@@ -482,8 +482,8 @@ struct Section {
 
     /// A PostgreSQL URL. It holds a password: never echoed.
     func postgresURL(_ key: String) -> String? {
-        guard let value = value(key) else { return nil }
-        guard case .string(let text) = value, text.hasPrefix("postgres://") || text.hasPrefix("postgresql://"),
+        guard value(key) != nil, let text = secret(key)?.value else { return nil }  // `env:NAME`, `file:PATH` or the URL
+        guard text.hasPrefix("postgres://") || text.hasPrefix("postgresql://"),
             let host = URL(string: text)?.host, !host.isEmpty
         else {
             problem(key, "expected a URL such as postgres://user:password@host:5432/database (not shown: it may hold a password)")

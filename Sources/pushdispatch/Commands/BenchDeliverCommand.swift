@@ -28,6 +28,9 @@ struct BenchDeliver: AsyncParsableCommand {
     @Option(help: "The fake FCM's URL; default: start ../shared/bench/run_peer.sh --serve.") var url: String?
     @Option(help: "The folder of run_peer.sh and firebase_admin_peer.py.") var peer: String?
     @Flag(help: "Skip the firebase-admin run.") var noPeer = false
+    @Option(help: "Use this PostgreSQL database's outbox (emptied first) instead of SQLite: postgres://user@host:port/db.") var postgres: String?
+    @Option(help: "With --postgres: worker processes claiming from the shared outbox side by side, as instances do.") var instances = 1
+    @Option(help: ArgumentHelp("(internal) run as a worker with this claimant", visibility: .hidden)) var worker: String?
 
     func run() async throws {
         let peerFolder = peer ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -51,6 +54,10 @@ struct BenchDeliver: AsyncParsableCommand {
             base = "http://127.0.0.1:\(ProcessInfo.processInfo.environment["PORT"] ?? "18090")"
         }
         defer { if let nginxPID { kill(nginxPID, SIGTERM) } }
+        if let postgres {
+            try await runOnPostgres(url: postgres, base: base)
+            return
+        }
 
         let folder = try temporaryFolder("deliver")
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -106,6 +113,86 @@ struct BenchDeliver: AsyncParsableCommand {
         python.waitUntilExit()
     }
 
+    /// The same deliveries from a PostgreSQL outbox, by `instances` worker processes claiming side
+    /// by side (`FOR UPDATE SKIP LOCKED`); the rate counts from the first worker's first answer
+    /// to the last one's last, so process start-up is left out.
+    func runOnPostgres(url: String, base: String) async throws {
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let store = try await PostgresStore.open(url: url, logger: logger)
+        defer { store.close() }
+        let now: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+        if let worker {
+            let key = try Self.serviceAccount(tokenURI: base + "/token")
+            let transport = try AsyncHTTPTransport(clients: clients)
+            let context = SenderContext(transport: transport, timeout: .seconds(10), now: now)
+            let times = LatencyLog()
+            let sender = StampedSender(inner: FCMSender(key: key, endpoint: base, context: context), answeredAt: times)
+            let dispatcher = Dispatcher(
+                store: store, senders: OneSender(sender: sender),
+                configuration: .init(
+                    perProvider: concurrency, perApp: concurrency, claimant: worker, maximumInFlight: concurrency * 2, releaseAllAtStart: false),
+                revokeNotice: { _ in nil }, now: now, logger: logger)
+            let task = Task { try await dispatcher.run() }
+            while try await store.outboxDepth().count > 0 {
+                try await Task.sleep(for: .milliseconds(10))
+                dispatcher.nudge()
+            }
+            task.cancel()
+            _ = try? await task.value
+            try await transport.shutdown()
+            let answered = times.values
+            print("worker \(worker) \(dispatcher.counters.deliveries(provider: "fcm", outcome: "delivered")) \(answered.min() ?? 0) \(answered.max() ?? 0)")
+            return
+        }
+        // Fill: one notification per subscription (the outbox's rows are all it needs).
+        try await store.client.query("TRUNCATE notification")
+        let payload = Array(
+            #"{"s":"OK","t":"value","app":"bench","sp":"/some/webcom/path","d":"{\"a\":\"WGj2WtQWVEjQGhQqb7r678xW3PwWmB4Z3zj\"}"}"#.utf8)
+        let created = now()
+        let entries = (0..<messages).map { n in
+            OutboxEntry(
+                app: "bench", subscriptionHandle: Int64(n + 1), subscriptionID: "s\(n)", kind: .mobile, target: "token-\(n)", destination: nil,
+                notification: .childEvent, payload: payload, recordSeq: 1)
+        }
+        try await store.fillOutbox(entries, now: created)
+        var children: [(Process, Pipe)] = []
+        for index in 1...max(1, instances) {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+            process.arguments = [
+                "bench", "deliver", "--postgres", url, "--url", base, "--worker", "node-\(index)", "--clients", String(clients),
+                "--concurrency", String(concurrency), "--messages", String(messages), "--no-peer",
+            ]
+            let output = Pipe()
+            process.standardOutput = output
+            try process.run()
+            children.append((process, output))
+        }
+        var delivered = 0
+        var first = Int64.max
+        var last: Int64 = 0
+        for (process, output) in children {
+            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            process.waitUntilExit()
+            let parts = text.split(separator: " ").map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }
+            guard parts.count == 5, let count = Int(parts[2]), let from = Int64(parts[3]), let to = Int64(parts[4]) else {
+                throw ValidationError("a worker answered: \(text)")
+            }
+            delivered += count
+            if count > 0 {
+                first = min(first, from)
+                last = max(last, to)
+            }
+        }
+        let seconds = Double(max(1, last - first)) / 1000
+        print(
+            String(
+                format: "pushdispatch on PostgreSQL, %d instance(s): %d/%d delivered in %.2f s = %.0f deliveries/s (%d clients, %d at once each)",
+                instances, delivered, messages, seconds, Double(delivered) / seconds, clients, concurrency))
+        fflush(nil)
+    }
+
     /// A service-account key whose `token_uri` is the fake's.
     static func serviceAccount(tokenURI: String) throws -> ServiceAccountKey {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
@@ -133,6 +220,19 @@ struct TimedSender: NotificationSender {
     func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome {
         let outcome = await inner.send(notification, now: now)
         latencies.add(Int64(Date().timeIntervalSince1970 * 1000) - notification.createdAt)
+        return outcome
+    }
+}
+
+/// Records when each send was answered (milliseconds since the epoch).
+struct StampedSender: NotificationSender {
+    let inner: FCMSender
+    let answeredAt: LatencyLog
+    var provider: String { inner.provider }
+
+    func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome {
+        let outcome = await inner.send(notification, now: now)
+        answeredAt.add(Int64(Date().timeIntervalSince1970 * 1000))
         return outcome
     }
 }
