@@ -274,6 +274,7 @@ public final class Dispatcher: Service, Sendable {
                 }
                 failures = 0
             } catch {
+                if Task.isCancelled { break }  // stopping: the query was cut short, nothing failed
                 failures += 1
                 logger.error("the outbox cannot be read", metadata: ["error": "\(error)"])
                 await waitForWake(until: now.saturatingAdding(Int64(min(30_000, 100 << min(failures, 8)))))

@@ -271,9 +271,10 @@ struct ApplicationOwner: Service {
     let logger: Logger
     var batchLines = 2_000
 
-    /// The combined source an inbox record is checked under: its source and its application
-    /// (an instance holds some applications of a source, so seq increases per pair).
-    static func pipelineSource(_ record: InboxRecord) -> String { record.source + "\u{1F}" + record.app }
+    /// The combined source an inbox record is checked under, `node-1/socket@app`: its source
+    /// and its application (an instance holds some applications of a source, so seq increases
+    /// per pair). Instance and source names hold no `@`: the application follows the first.
+    static func pipelineSource(_ record: InboxRecord) -> String { record.source + "@" + record.app }
 
     func run() async throws {
         var state = Ingestor.State(
@@ -333,7 +334,7 @@ struct ApplicationOwner: Service {
     /// Drops what this instance knew of an application it no longer holds.
     func forget(_ app: String, _ state: inout Ingestor.State) {
         state.pipeline.processor.setTree(DataTree(), app: app)
-        state.pipeline.forgetWatermarks { $0.hasSuffix("\u{1F}" + app) }
+        state.pipeline.forgetWatermarks { $0.split(separator: "@", maxSplits: 1).last.map(String.init) == app }
         state.journalBytes[app] = nil
     }
 }
