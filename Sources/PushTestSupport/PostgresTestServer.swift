@@ -7,7 +7,7 @@ import Glibc
 
 /// A throwaway PostgreSQL cluster for tests: `initdb` + `pg_ctl` from the Debian `postgresql`
 /// package, on 127.0.0.1 and a free port, in a temporary folder, without durability (tests
-/// only), stopped when the test process exits. `PUSHDISPATCH_TEST_POSTGRES`
+/// only), stopped when the test process exits. `TEST_PUSHDISPATCH_POSTGRES`
 /// (`postgres://user@host:port`) points the tests at an existing server instead.
 ///
 /// Each test takes a database of its own (``createDatabase()``).
@@ -17,6 +17,14 @@ public final class PostgresTestServer: Sendable {
     public let user: String
     let dataFolder: String?
     let binaries: String?
+
+    /// Whether the PostgreSQL tests run: a server could be started, or CI requires them
+    /// (`TEST_PUSHDISPATCH_REQUIRE_POSTGRES=1`: they then fail and say why). (Not
+    /// `PUSHDISPATCH_*`: the service reads those variables as configuration.)
+    public static var enabled: Bool {
+        if case .success = shared { return true }
+        return ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_REQUIRE_POSTGRES"] == "1"
+    }
 
     /// The server, started on first use; or why none could be started.
     public static let shared: Result<PostgresTestServer, PostgresTestServerError> = start()
@@ -44,7 +52,7 @@ public final class PostgresTestServer: Sendable {
     }
 
     static func start() -> Result<PostgresTestServer, PostgresTestServerError> {
-        if let url = ProcessInfo.processInfo.environment["PUSHDISPATCH_TEST_POSTGRES"], let components = URLComponents(string: url),
+        if let url = ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_POSTGRES"], let components = URLComponents(string: url),
             let host = components.host
         {
             return .success(PostgresTestServer(host: host, port: components.port ?? 5432, user: components.user ?? "postgres", dataFolder: nil, binaries: nil))
@@ -54,7 +62,7 @@ public final class PostgresTestServer: Sendable {
             let binaries = versions.sorted(by: { (Int($0) ?? 0) > (Int($1) ?? 0) }).map({ "/usr/lib/postgresql/\($0)/bin" })
                 .first(where: { FileManager.default.isExecutableFile(atPath: $0 + "/initdb") })
         else {
-            return .failure(PostgresTestServerError("no PostgreSQL server is installed (apt-get install postgresql) and PUSHDISPATCH_TEST_POSTGRES is not set"))
+            return .failure(PostgresTestServerError("no PostgreSQL server is installed (apt-get install postgresql) and TEST_PUSHDISPATCH_POSTGRES is not set"))
         }
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-postgres-\(UUID().uuidString.prefix(8))").path
         do {

@@ -49,7 +49,7 @@ struct StoreTransferTests {
     }
 
     @Test("everything an SQLite store holds arrives in PostgreSQL; handles go on above the old ones",
-          .enabled(if: (try? PostgresTestServer.shared.get()) != nil || ProcessInfo.processInfo.environment["PUSHDISPATCH_REQUIRE_POSTGRES"] == "1"))
+          .enabled(if: PostgresTestServer.enabled))
     func roundTrip() async throws {
         let (sqlite, bytes) = try await exported()
         let (contents, counts) = try StoreTransfer.parse(bytes, instance: "node-1")

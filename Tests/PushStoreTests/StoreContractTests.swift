@@ -25,7 +25,7 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     static let subscriptionStores: [StoreKind] = {
         switch PostgresTestServer.shared {
         case .success: return [.sqlite, .postgres]
-        case .failure where ProcessInfo.processInfo.environment["PUSHDISPATCH_REQUIRE_POSTGRES"] == "1":
+        case .failure where ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_REQUIRE_POSTGRES"] == "1":
             return [.sqlite, .postgres]  // CI: the PostgreSQL cases run and fail with the reason
         case .failure(let error):
             print("PostgreSQL store tests skipped: \(error)")
