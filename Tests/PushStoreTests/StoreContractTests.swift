@@ -53,18 +53,8 @@ enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     func makeSubscriptionStore() async throws -> (
         store: any SubscriptionStore & ServiceKeyStore, reopen: @Sendable () async throws -> any SubscriptionStore & ServiceKeyStore
     ) {
-        switch self {
-        case .sqlite:
-            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-store-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            let path = folder.appendingPathComponent("store.db").path
-            return (try SQLiteStore(path: path), { try SQLiteStore(path: path) })
-        case .postgres:
-            let url = try PostgresTestServer.shared.get().createDatabase()
-            let logger = Logger(label: "postgres-test", factory: { _ in SwiftLogNoOpLogHandler() })
-            let store = try await PostgresStore.open(url: url, logger: logger)
-            return (store, { try await PostgresStore.open(url: url, logger: logger) })
-        }
+        let (store, reopen) = try await make()
+        return (store, { try await reopen() })
     }
 }
 
