@@ -64,7 +64,12 @@ final class ServiceHarness: Sendable {
                 auth: {hs256Secret: "\(Self.otherSecret)"}
             """
         try Data(configuration.utf8).write(to: self.folder.appendingPathComponent("pushdispatch.yaml"))
-        client = HTTPClient(eventLoopGroupProvider: .singleton)
+        // Generous deadlines: CI runs these suites side by side with PostgreSQL and the crash tests on 2 cores,
+        // and a loopback connect has been seen to wait past the client's default 10 s there. The tests check
+        // answers, not timing.
+        var clientConfiguration = HTTPClient.Configuration()
+        clientConfiguration.timeout = .init(connect: .seconds(60), read: .seconds(60))
+        client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     }
 
     /// Starts the service and waits until it listens.
@@ -138,7 +143,7 @@ final class ServiceHarness: Sendable {
             if let contentType { request.headers.add(name: "Content-Type", value: contentType) }
             request.body = .bytes(ByteBuffer(string: body))
         }
-        let response = try await client.execute(request, timeout: .seconds(30))
+        let response = try await client.execute(request, timeout: .seconds(90))
         let collected = try await response.body.collect(upTo: 1 << 22)
         var headers: [String: String] = [:]
         for header in response.headers { headers[header.name.lowercased()] = header.value }
