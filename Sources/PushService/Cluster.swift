@@ -121,20 +121,8 @@ struct InboxIntake: Service {
         for (ack, answer) in answers { ack.complete(answer) }
     }
 
-    /// As ``Ingestor/retrying(_:_:)``: the database may be away for a while; giving up would
-    /// lose what the sources hold.
     func retrying<T>(_ what: String, _ body: () async throws -> T) async throws -> T {
-        var delay = Duration.milliseconds(50)
-        while true {
-            do {
-                return try await body()
-            } catch {
-                try Task.checkCancellation()
-                logger.error("ingestion is held up; retrying", metadata: ["while": "\(what)", "error": "\(error)", "retryIn": "\(delay)"])
-                try await Task.sleep(for: delay)
-                delay = min(delay * 2, .seconds(5))
-            }
-        }
+        try await retryingIngestion(what, logger: logger, body)
     }
 }
 
@@ -348,7 +336,7 @@ struct ClusterListener: Service {
     let wake: @Sendable (String, String) -> Void
 
     func run() async throws {
-        try? await cancelWhenGracefulShutdown {
+        await cancelWhenGracefulShutdown {
             await store.listen(logger: logger, wake)
         }
     }

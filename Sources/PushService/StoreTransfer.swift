@@ -103,6 +103,8 @@ public enum StoreTransfer {
         var counts = Counts()
         var ended = false
         var number = 0
+        var treeApps: Set<String> = []
+        var checkpointSources: Set<String> = []
         for raw in bytes.split(separator: UInt8(ascii: "\n"), omittingEmptySubsequences: false) {
             number += 1
             if raw.isEmpty { continue }
@@ -151,6 +153,7 @@ public enum StoreTransfer {
             case "tree":
                 let app = try string("app")
                 do { try AppID.validate(app, field: "app") } catch { throw fail(error.message) }
+                guard treeApps.insert(app).inserted else { throw fail("a second tree for \(JSONWriter.quoted(app))") }
                 var writer = JSONWriter(capacity: 1024)
                 writer.write(json["tree"] ?? .null)
                 contents.trees.append((app, writer.bytes))
@@ -160,6 +163,7 @@ public enum StoreTransfer {
                 if !source.contains("/") { source = "\(instance)/\(source)" }
                 let position = try integer("position")
                 guard position >= 0 else { throw fail("position: expected 0 or more") }
+                guard checkpointSources.insert(source).inserted else { throw fail("a second checkpoint for source \(JSONWriter.quoted(source))") }
                 contents.checkpoints.append(
                     SourceCheckpoint(source: source, lastSeq: try optionalInteger("lastSeq"), position: position, fileIdentity: try optionalString("fileIdentity")))
                 counts.checkpoints += 1

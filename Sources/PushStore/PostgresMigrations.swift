@@ -212,7 +212,7 @@ enum PostgresMigrations {
     /// Applies what is missing, one instance at a time.
     static func migrate(_ client: PostgresClient, logger: Logger) async throws {
         try await client.withConnection { connection in
-            try await connection.query("SELECT pg_advisory_lock(\(PostgresStore.migrationLock))", logger: logger).collect()
+            _ = try await connection.query("SELECT pg_advisory_lock(\(PostgresStore.migrationLock))", logger: logger).collect()
             do {
                 try await connection.query(
                     "CREATE TABLE IF NOT EXISTS schema_migration (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())",
@@ -231,10 +231,10 @@ enum PostgresMigrations {
                     logger.info("PostgreSQL schema migrated", metadata: ["version": "\(migration.version)"])
                 }
             } catch {
-                try? await connection.query("SELECT pg_advisory_unlock(\(PostgresStore.migrationLock))", logger: logger).collect()
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(PostgresStore.migrationLock))", logger: logger).collect()
                 throw error
             }
-            try await connection.query("SELECT pg_advisory_unlock(\(PostgresStore.migrationLock))", logger: logger).collect()
+            _ = try await connection.query("SELECT pg_advisory_unlock(\(PostgresStore.migrationLock))", logger: logger).collect()
         }
     }
 }

@@ -24,17 +24,9 @@ extension PostgresStore: ClusterStore {
                          WITH ORDINALITY AS r(app, source, position, line, n)
                     ORDER BY n
                     """, logger: self.logger)
-                try await connection.query("SELECT pg_notify(\(Self.workChannel), 'inbox')", logger: self.logger).collect()
+                _ = try await connection.query("SELECT pg_notify(\(Self.workChannel), 'inbox')", logger: self.logger).collect()
             }
-            for checkpoint in checkpoints {
-                try await connection.query(
-                    """
-                    INSERT INTO source_checkpoint (source, last_seq, position, file_identity)
-                    VALUES (\(checkpoint.source), \(checkpoint.lastSeq), \(checkpoint.position), \(checkpoint.fileIdentity))
-                    ON CONFLICT (source) DO UPDATE SET last_seq = excluded.last_seq, position = excluded.position,
-                                                       file_identity = excluded.file_identity
-                    """, logger: self.logger)
-            }
+            try await Self.store(checkpoints, on: connection, logger: self.logger)
         }
     }
 
@@ -187,7 +179,8 @@ extension PostgresStore: ClusterStore {
 
     /// Wakes the instances' delivery workers: notifications were queued.
     public func notifyOutbox() async {
-        try? await client.query("SELECT pg_notify(\(Self.workChannel), 'outbox')").collect()
+        // Best effort: every worker also polls, so a lost wake-up only delays.
+        _ = try? await client.query("SELECT pg_notify(\(Self.workChannel), 'outbox')").collect()
     }
 
     /// Listens on the work and subscription channels until cancelled, reconnecting after a

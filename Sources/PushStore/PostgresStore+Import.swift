@@ -55,7 +55,7 @@ extension PostgresStore {
                     """, logger: self.logger)
             }
             // Handles go on above every one the source store used.
-            try await connection.query(
+            _ = try await connection.query(
                 """
                 SELECT setval(pg_get_serial_sequence('subscription', 'handle'),
                               greatest(\(contents.handleHighWater), (SELECT coalesce(max(handle), 0) FROM subscription), 1))
@@ -75,13 +75,7 @@ extension PostgresStore {
                 try await connection.query(
                     "INSERT INTO tree_head (app, generation, chunks, through_journal) VALUES (\(app), 1, \(chunks), 0)", logger: self.logger)
             }
-            for checkpoint in contents.checkpoints {
-                try await connection.query(
-                    """
-                    INSERT INTO source_checkpoint (source, last_seq, position, file_identity)
-                    VALUES (\(checkpoint.source), \(checkpoint.lastSeq), \(checkpoint.position), \(checkpoint.fileIdentity))
-                    """, logger: self.logger)
-            }
+            try await Self.store(contents.checkpoints, on: connection, logger: self.logger)
             for notification in contents.notifications {
                 let entry = notification.entry
                 try await connection.query(

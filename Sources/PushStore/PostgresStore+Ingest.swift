@@ -66,7 +66,7 @@ extension PostgresStore: IngestStore {
                             logger: self.logger
                         ).collect().count
                     if let entry {
-                        try await connection.query(Self.insertNotification(entry, now: batch.now, onlyIfSubscribed: false), logger: self.logger)
+                        _ = try await connection.query(Self.insertNotification(entry, now: batch.now, onlyIfSubscribed: false), logger: self.logger)
                             .collect()
                         result.queued += 1
                     }
@@ -79,15 +79,7 @@ extension PostgresStore: IngestStore {
                 ).collect()
                 result.journalIDs[app] = try rows.first?.decode(Int64.self)
             }
-            for checkpoint in batch.checkpoints {
-                try await connection.query(
-                    """
-                    INSERT INTO source_checkpoint (source, last_seq, position, file_identity)
-                    VALUES (\(checkpoint.source), \(checkpoint.lastSeq), \(checkpoint.position), \(checkpoint.fileIdentity))
-                    ON CONFLICT (source) DO UPDATE SET last_seq = excluded.last_seq, position = excluded.position,
-                                                       file_identity = excluded.file_identity
-                    """, logger: self.logger)
-            }
+            try await Self.store(batch.checkpoints, on: connection, logger: self.logger)
             if !batch.consumedInbox.isEmpty {
                 try await connection.query("DELETE FROM inbox WHERE id = ANY(\(batch.consumedInbox))", logger: self.logger)
             }
@@ -221,7 +213,7 @@ extension PostgresStore: IngestStore {
             let end = min(tree.count, offset + Self.snapshotChunkBytes)
             let chunk = ByteBuffer(bytes: tree[offset..<end])
             let index = chunks
-            try await transaction(writerLock: false) { connection in
+            _ = try await transaction(writerLock: false) { connection in
                 try await connection.query(
                     "INSERT INTO tree_snapshot (app, generation, chunk, bytes) VALUES (\(app), \(generation), \(index), \(chunk))", logger: self.logger)
             }
@@ -278,5 +270,21 @@ extension PostgresStore: IngestStore {
             }
         }
         return depth
+    }
+}
+
+extension PostgresStore {
+    /// Writes where each source stands, inside the caller's transaction (a batch commit, an
+    /// inbox enqueue, an import).
+    static func store(_ checkpoints: [SourceCheckpoint], on connection: PostgresConnection, logger: Logger) async throws {
+        for checkpoint in checkpoints {
+            try await connection.query(
+                """
+                INSERT INTO source_checkpoint (source, last_seq, position, file_identity)
+                VALUES (\(checkpoint.source), \(checkpoint.lastSeq), \(checkpoint.position), \(checkpoint.fileIdentity))
+                ON CONFLICT (source) DO UPDATE SET last_seq = excluded.last_seq, position = excluded.position,
+                                                   file_identity = excluded.file_identity
+                """, logger: logger)
+        }
     }
 }

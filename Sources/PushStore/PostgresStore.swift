@@ -272,7 +272,7 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         do {
             return try await client.withTransaction(logger: logger) { connection in
                 if writerLock {
-                    try await connection.query("SELECT pg_advisory_xact_lock(\(Self.writerLock))", logger: self.logger).collect()
+                    _ = try await connection.query("SELECT pg_advisory_xact_lock(\(Self.writerLock))", logger: self.logger).collect()
                 }
                 return try await body(connection)
             }

@@ -342,9 +342,9 @@ public final class FakeProviders: Sendable {
             let claims = try? JSONParser.parse(claimBytes)
         else { return "Invalid JWT: not a JWS" }
         guard header["alg"]?.stringValue == "RS256", header["kid"]?.stringValue == "fake-key-1" else { return "Invalid JWT header" }
-        let valid = (try? serviceAccount.privateKey.publicKey.isValidSignature(
-            _RSA.Signing.RSASignature(rawRepresentation: signature), for: Array((parts[0] + "." + parts[1]).utf8), padding: .insecurePKCS1v1_5))
-        guard valid == true else { return "Invalid JWT Signature." }
+        let valid = serviceAccount.privateKey.publicKey.isValidSignature(
+            _RSA.Signing.RSASignature(rawRepresentation: signature), for: Array((parts[0] + "." + parts[1]).utf8), padding: .insecurePKCS1v1_5)
+        guard valid else { return "Invalid JWT Signature." }
         guard claims["iss"]?.stringValue == serviceAccount.clientEmail else { return "Invalid issuer" }
         guard let scope = claims["scope"]?.stringValue, scope.split(separator: " ").contains("https://www.googleapis.com/auth/firebase.messaging")
         else { return "Invalid scope" }

@@ -111,7 +111,7 @@ struct CrashTests {
 
     static func append(_ lines: ArraySlice<String>, to folder: URL) throws {
         let url = folder.appendingPathComponent("changes.ndjson")
-        if !FileManager.default.fileExists(atPath: url.path) { FileManager.default.createFile(atPath: url.path, contents: nil) }
+        if !FileManager.default.fileExists(atPath: url.path) { #expect(FileManager.default.createFile(atPath: url.path, contents: nil)) }
         let handle = try FileHandle(forWritingTo: url)
         try handle.seekToEnd()
         try handle.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))

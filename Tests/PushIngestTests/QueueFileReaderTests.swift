@@ -21,7 +21,7 @@ struct QueueFileReaderTests {
 
     func append(bytes: [UInt8], to file: String? = nil) throws {
         let target = file ?? path
-        if !FileManager.default.fileExists(atPath: target) { FileManager.default.createFile(atPath: target, contents: nil) }
+        if !FileManager.default.fileExists(atPath: target) { #expect(FileManager.default.createFile(atPath: target, contents: nil)) }
         let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: target))
         try handle.seekToEnd()
         try handle.write(contentsOf: Data(bytes))
@@ -119,7 +119,7 @@ struct QueueFileReaderTests {
         for cut in 1..<bytes.count {
             let file = folder.appendingPathComponent("split-\(cut).ndjson").path
             var reader = QueueFileReader(path: file)
-            FileManager.default.createFile(atPath: file, contents: Data(bytes[..<cut]))
+            #expect(FileManager.default.createFile(atPath: file, contents: Data(bytes[..<cut])))
             var lines = texts(try reader.read())
             try append(bytes: Array(bytes[cut...]), to: file)
             lines += texts(try reader.read())

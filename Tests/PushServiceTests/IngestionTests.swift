@@ -19,7 +19,7 @@ struct IngestionTests {
 
     func append(_ lines: [String], to service: ServiceHarness) throws {
         let url = service.queueFile
-        if !FileManager.default.fileExists(atPath: url.path) { FileManager.default.createFile(atPath: url.path, contents: nil) }
+        if !FileManager.default.fileExists(atPath: url.path) { #expect(FileManager.default.createFile(atPath: url.path, contents: nil)) }
         let handle = try FileHandle(forWritingTo: url)
         try handle.seekToEnd()
         try handle.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))

@@ -97,6 +97,12 @@ struct StoreTransferTests {
         let withoutSubscription = joined(lines.enumerated().filter { $0.offset != 3 }.map(\.element))
         #expect(refused(withoutSubscription)?.contains("incomplete or was edited") == true)
         #expect(refused([])?.contains("empty") == true)
+        // A line given twice would make an import keep one silently: refused where it repeats.
+        for type in [#""type":"checkpoint""#, #""type":"tree""#] {
+            let index = try #require(lines.firstIndex { String(decoding: $0, as: UTF8.self).contains(type) }, "no \(type) line")
+            let twice = joined(Array(lines[...index]) + [lines[index]] + Array(lines[(index + 1)...]))
+            #expect(refused(twice)?.contains("line \(index + 2): a second") == true, "\(type): \(refused(twice) ?? "accepted")")
+        }
 
         // Seeded mutations: never a crash; a refusal says where, or the file still parses.
         for seed in UInt64(1)...300 {

@@ -78,8 +78,8 @@ struct BenchDeliver: AsyncParsableCommand {
         let key = try Self.serviceAccount(tokenURI: base + "/token")
         let transport = try AsyncHTTPTransport(clients: clients)
         let context = SenderContext(transport: transport, timeout: .seconds(10), now: now)
-        let latencies = LatencyLog()
-        let sender = TimedSender(inner: FCMSender(key: key, endpoint: base, context: context), latencies: latencies)
+        let answers = AnswerLog()
+        let sender = LoggingSender(inner: FCMSender(key: key, endpoint: base, context: context), log: answers)
         var logger = Logger(label: "bench")
         logger.logLevel = .error
         let dispatcher = Dispatcher(
@@ -97,7 +97,7 @@ struct BenchDeliver: AsyncParsableCommand {
         try await transport.shutdown()
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let delivered = dispatcher.counters.deliveries(provider: "fcm", outcome: "delivered")
-        let sorted = latencies.values.sorted()
+        let sorted = answers.values.map { $0.answered - $0.committed }.sorted()
         func percentile(_ p: Double) -> Int64 { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
         print(
             String(
@@ -126,8 +126,8 @@ struct BenchDeliver: AsyncParsableCommand {
             let key = try Self.serviceAccount(tokenURI: base + "/token")
             let transport = try AsyncHTTPTransport(clients: clients)
             let context = SenderContext(transport: transport, timeout: .seconds(10), now: now)
-            let times = LatencyLog()
-            let sender = StampedSender(inner: FCMSender(key: key, endpoint: base, context: context), answeredAt: times)
+            let answers = AnswerLog()
+            let sender = LoggingSender(inner: FCMSender(key: key, endpoint: base, context: context), log: answers)
             let dispatcher = Dispatcher(
                 store: store, senders: OneSender(sender: sender),
                 configuration: .init(
@@ -141,7 +141,7 @@ struct BenchDeliver: AsyncParsableCommand {
             task.cancel()
             _ = try? await task.value
             try await transport.shutdown()
-            let answered = times.values
+            let answered = answers.values.map(\.answered)
             print("worker \(worker) \(dispatcher.counters.deliveries(provider: "fcm", outcome: "delivered")) \(answered.min() ?? 0) \(answered.max() ?? 0)")
             return
         }
@@ -205,34 +205,23 @@ struct BenchDeliver: AsyncParsableCommand {
     }
 }
 
-final class LatencyLog: Sendable {
-    let state = Mutex<[Int64]>([])
-    func add(_ value: Int64) { state.withLock { $0.append(value) } }
-    var values: [Int64] { state.withLock { $0 } }
+/// For each answered send: when its notification was committed to the outbox and when the
+/// answer came (milliseconds since the epoch).
+final class AnswerLog: Sendable {
+    let state = Mutex<[(committed: Int64, answered: Int64)]>([])
+    func add(committed: Int64, answered: Int64) { state.withLock { $0.append((committed, answered)) } }
+    var values: [(committed: Int64, answered: Int64)] { state.withLock { $0 } }
 }
 
-/// Records, for each delivered notification, the time from its outbox commit to the answer.
-struct TimedSender: NotificationSender {
+/// Sends through `inner` and notes each answer in `log`.
+struct LoggingSender: NotificationSender {
     let inner: FCMSender
-    let latencies: LatencyLog
+    let log: AnswerLog
     var provider: String { inner.provider }
 
     func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome {
         let outcome = await inner.send(notification, now: now)
-        latencies.add(Int64(Date().timeIntervalSince1970 * 1000) - notification.createdAt)
-        return outcome
-    }
-}
-
-/// Records when each send was answered (milliseconds since the epoch).
-struct StampedSender: NotificationSender {
-    let inner: FCMSender
-    let answeredAt: LatencyLog
-    var provider: String { inner.provider }
-
-    func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome {
-        let outcome = await inner.send(notification, now: now)
-        answeredAt.add(Int64(Date().timeIntervalSince1970 * 1000))
+        log.add(committed: notification.createdAt, answered: Int64(Date().timeIntervalSince1970 * 1000))
         return outcome
     }
 }

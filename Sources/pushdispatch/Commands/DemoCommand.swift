@@ -122,7 +122,9 @@ final class Demo: @unchecked Sendable {
         say("\n2. Change records appended to the queue file \(folder.appendingPathComponent("changes.ndjson").lastPathComponent), and what went out:")
         let printer = Task { await self.follow() }
         let queueFile = folder.appendingPathComponent("changes.ndjson")
-        FileManager.default.createFile(atPath: queueFile.path, contents: nil)
+        guard FileManager.default.createFile(atPath: queueFile.path, contents: nil) else {
+            throw DemoError("cannot create the queue file \(queueFile.path)")
+        }
         let handle = try FileHandle(forWritingTo: queueFile)
         for line in try lines("demo/changes.ndjson") {
             say("   » record \(summary(line))")
