@@ -25,22 +25,39 @@ public enum IngestBenchmark {
     /// record changes one subscription's value.
     public static func prepare(folder: String, subscriptions: Int, v2: Bool) async throws -> SQLiteStore {
         let store = try SQLiteStore(path: folder + "/bench.db")
-        var batch: [Subscription] = []
-        for index in 0..<subscriptions {
+        for chunk in try Self.subscriptions(subscriptions, v2: v2).chunks(ofCount: 50_000) {
+            try await store.insert(Array(chunk))
+        }
+        return store
+    }
+
+    /// The same subscriptions in a PostgreSQL database, which must hold none of application
+    /// "bench" yet; ``removePostgres(_:)`` takes them (and what the run wrote) away again.
+    public static func preparePostgres(url: String, subscriptions: Int, v2: Bool, logger: Logger) async throws -> PostgresStore {
+        let store = try await PostgresStore.open(url: url, logger: logger)
+        do {
+            if !(try await store.subscriptions(app: "bench", after: 0, limit: 1)).isEmpty {
+                throw StoreError(.constraint("the database holds subscriptions of application \"bench\" already: run the benchmark on a scratch database"))
+            }
+            for chunk in try Self.subscriptions(subscriptions, v2: v2).chunks(ofCount: 50_000) {
+                try await store.insert(Array(chunk))
+            }
+        } catch {
+            store.close()
+            throw error
+        }
+        return store
+    }
+
+    static func subscriptions(_ count: Int, v2: Bool) throws -> [Subscription] {
+        try (0..<count).map { index in
             let tuple = SubscriptionTuple(
                 app: "bench", uid: "user\(index)", kind: .mobile, destination: nil, path: try Path("/users/user\(index)/inbox"),
                 context: "fcm-token-\(index)-" + String(repeating: "x", count: 120))
-            batch.append(
-                Subscription(
-                    id: SubscriptionID.derive(tuple), tuple: tuple, mode: .value, format: v2 ? .v2 : .v1, encryption: nil, createdAt: 1,
-                    expiresAt: 4_000_000_000))
-            if batch.count == 50_000 {
-                try await store.insert(batch)
-                batch.removeAll(keepingCapacity: true)
-            }
+            return Subscription(
+                id: SubscriptionID.derive(tuple), tuple: tuple, mode: .value, format: v2 ? .v2 : .v1, encryption: nil, createdAt: 1,
+                expiresAt: 4_000_000_000)
         }
-        try await store.insert(batch)
-        return store
     }
 
     /// The record lines of the run (also written to `folder/records.ndjson` for the reference).
@@ -60,7 +77,8 @@ public enum IngestBenchmark {
         }
     }
 
-    public static func run(store: SQLiteStore, lines: [[UInt8]], logger: Logger) async throws -> Result {
+    /// Runs `lines` through the pipeline into `store`; `folder` takes the dead-letter file.
+    public static func run(store: any SubscriptionStore & IngestStore, folder: String, lines: [[UInt8]], logger: Logger) async throws -> Result {
         let registry = SubscriptionRegistry(store: store, logger: logger)
         try await registry.load()
         let serviceKey = ServiceKey.generate()
@@ -68,7 +86,6 @@ public enum IngestBenchmark {
         let keys = try KeyRing([hs256])
         let sealers = SubscriptionSealers(
             applications: ["bench": .init(keys: keys, signer: try JWSSigner(key: hs256))], fallback: .init(keys: keys, signer: try JWSSigner(key: serviceKey)))
-        let folder = URL(fileURLWithPath: store.path).deletingLastPathComponent().path
         let queue = IngestQueue()
         let ingestor = Ingestor(
             queue: queue, store: store, registry: registry, sealers: sealers,

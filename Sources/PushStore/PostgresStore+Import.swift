@@ -21,6 +21,51 @@ public struct StoreContents: Sendable {
 }
 
 extension PostgresStore {
+    /// Removes everything of application `app` (subscriptions, notifications, tree) and the
+    /// checkpoint of `source`, in one transaction: a benchmark's clean-up on a scratch database.
+    public func removeApplication(_ app: String, source: String) async throws {
+        try await transaction(writerLock: true) { connection in
+            try await connection.query("DELETE FROM notification WHERE app = \(app)", logger: self.logger)
+            try await connection.query("DELETE FROM tree_journal WHERE app = \(app)", logger: self.logger)
+            try await connection.query("DELETE FROM tree_snapshot WHERE app = \(app)", logger: self.logger)
+            try await connection.query("DELETE FROM tree_head WHERE app = \(app)", logger: self.logger)
+            try await connection.query("DELETE FROM source_checkpoint WHERE source = \(source)", logger: self.logger)
+            try await connection.query("DELETE FROM subscription WHERE app = \(app)", logger: self.logger)
+        }
+    }
+
+    /// Inserts many new subscriptions in one transaction (benchmarks), as SQLite's
+    /// ``SQLiteStore/insert(_:)``; a tuple that exists already fails the whole call.
+    public func insert(_ subscriptions: [Subscription]) async throws {
+        try await transaction(writerLock: true) { connection in
+            try await Self.insert(subscriptions, keepingHandles: false, on: connection, logger: self.logger)
+        }
+    }
+
+    /// Inserts subscriptions 1,000 to a statement; with their own handles when
+    /// `keepingHandles` (an import), else with new ones.
+    static func insert(_ subscriptions: [Subscription], keepingHandles: Bool, on connection: PostgresConnection, logger: Logger) async throws {
+        for chunk in subscriptions.chunks(of: 1_000) {
+            let handleColumn = keepingHandles ? "handle, " : ""
+            let handleValue = keepingHandles ? "h, " : ""
+            let overriding = keepingHandles ? "OVERRIDING SYSTEM VALUE" : ""
+            try await connection.query(
+                """
+                INSERT INTO subscription (\(unescaped: handleColumn)id, app, uid, kind, destination, path, context, mode, format, encryption,
+                                          created_at, expires_at)
+                \(unescaped: overriding)
+                SELECT \(unescaped: handleValue)i, a, u, k, d, p, c, m, f, nullif(e, ''), ca, ea
+                FROM unnest(\(chunk.map { $0.handle ?? 0 })::bigint[], \(chunk.map(\.id))::text[], \(chunk.map(\.app))::text[],
+                            \(chunk.map(\.uid))::text[], \(chunk.map(\.kind.rawValue))::text[],
+                            \(chunk.map { $0.tuple.destination ?? "" })::text[], \(chunk.map(\.path.string))::text[],
+                            \(chunk.map { $0.tuple.context ?? "" })::text[], \(chunk.map(\.mode.rawValue))::text[],
+                            \(chunk.map(\.format.rawValue))::text[], \(chunk.map { $0.encryption?.json.description ?? "" })::text[],
+                            \(chunk.map(\.createdAt))::bigint[], \(chunk.map(\.expiresAt))::bigint[])
+                     AS s(h, i, a, u, k, d, p, c, m, f, e, ca, ea)
+                """, logger: logger)
+        }
+    }
+
     /// Loads `contents` into this database in one transaction: all of it or nothing. Refuses
     /// a database that already holds subscriptions, notifications, trees or service keys.
     public func importContents(_ contents: StoreContents) async throws {
@@ -39,21 +84,7 @@ extension PostgresStore {
                 try await connection.query(
                     "INSERT INTO service_key (kid, jwk, created_at) VALUES (\(kid), \(jwk), \(Int64(index)))", logger: self.logger)
             }
-            for chunk in contents.subscriptions.chunks(of: 1_000) {
-                try await connection.query(
-                    """
-                    INSERT INTO subscription (handle, id, app, uid, kind, destination, path, context, mode, format, encryption,
-                                              created_at, expires_at)
-                    OVERRIDING SYSTEM VALUE
-                    SELECT h, i, a, u, k, d, p, c, m, f, nullif(e, ''), ca, ea FROM unnest(\(chunk.map { $0.handle ?? 0 })::bigint[], \(chunk.map(\.id))::text[], \(chunk.map(\.app))::text[],
-                                         \(chunk.map(\.uid))::text[], \(chunk.map(\.kind.rawValue))::text[],
-                                         \(chunk.map { $0.tuple.destination ?? "" })::text[], \(chunk.map(\.path.string))::text[],
-                                         \(chunk.map { $0.tuple.context ?? "" })::text[], \(chunk.map(\.mode.rawValue))::text[],
-                                         \(chunk.map(\.format.rawValue))::text[], \(chunk.map { $0.encryption?.json.description ?? "" })::text[],
-                                         \(chunk.map(\.createdAt))::bigint[], \(chunk.map(\.expiresAt))::bigint[])
-                         AS s(h, i, a, u, k, d, p, c, m, f, e, ca, ea)
-                    """, logger: self.logger)
-            }
+            try await Self.insert(contents.subscriptions, keepingHandles: true, on: connection, logger: self.logger)
             // Handles go on above every one the source store used.
             _ = try await connection.query(
                 """

@@ -20,32 +20,16 @@ extension PostgresStore: IngestStore {
         return try await transaction(writerLock: revokes) { connection in
             var result = initial
             try await self.checkLeases(batch, connection)
+            // Runs of notifications go in two statements (replace the waiting ones in place,
+            // insert the others in order); a revocation ends a run, as its order matters.
+            var run: [OutboxEntry] = []
             for operation in operations {
                 switch operation {
                 case .notify(let entry):
-                    if entry.notification.coalesces {
-                        // The waiting (not claimed) one takes the new content in place; the
-                        // outer condition is checked again if a claim raced for the row.
-                        let replaced = try await connection.query(
-                            """
-                            UPDATE notification SET event = \(entry.notification.rawValue), payload = \(ByteBuffer(bytes: entry.payload)),
-                                record_seq = \(entry.recordSeq)
-                            WHERE id = (SELECT max(id) FROM notification
-                                        WHERE subscription_handle = \(entry.subscriptionHandle) AND coalescable AND claimed_until IS NULL)
-                              AND claimed_until IS NULL
-                            RETURNING id
-                            """, logger: self.logger
-                        ).collect().count
-                        if replaced > 0 {
-                            result.coalesced += replaced
-                            continue
-                        }
-                    }
-                    result.queued +=
-                        try await connection.query(
-                            Self.insertNotification(entry, now: batch.now, onlyIfSubscribed: true), logger: self.logger
-                        ).collect().count
+                    run.append(entry)
                 case .revoke(let handle, let entry, let condition):
+                    try await self.writeNotifications(run, now: batch.now, into: &result, connection)
+                    run.removeAll()
                     let deleted: Int
                     switch condition {
                     case .exists:
@@ -72,6 +56,7 @@ extension PostgresStore: IngestStore {
                     }
                 }
             }
+            try await self.writeNotifications(run, now: batch.now, into: &result, connection)
             for app in batch.journal.keys.sorted() {
                 let rows = try await connection.query(
                     "INSERT INTO tree_journal (app, records) VALUES (\(app), \(ByteBuffer(bytes: batch.journal[app]!))) RETURNING id",
@@ -110,6 +95,54 @@ extension PostgresStore: IngestStore {
         id, app, subscription_handle, subscription_id, kind, target, destination, event, payload, record_seq, created_at,
         next_attempt_at, first_attempt_at, attempts
         """
+
+    /// Writes a run of notifications (no two coalescing ones of one subscription: the batch
+    /// was coalesced). A coalescing one takes the place of its subscription's newest waiting
+    /// (unclaimed) coalescable notification when there is one; the others are inserted in
+    /// their order, only for subscriptions that still exist.
+    func writeNotifications(_ entries: [OutboxEntry], now: Int64, into result: inout CommitResult, _ connection: PostgresConnection) async throws {
+        if entries.isEmpty { return }
+        var replaced = Set<Int64>()
+        let coalescing = entries.filter(\.notification.coalesces)
+        if !coalescing.isEmpty {
+            // The outer condition is checked again if a claim raced for the row.
+            let rows = try await connection.query(
+                """
+                UPDATE notification SET event = u.event, payload = u.payload, record_seq = CASE WHEN u.has_seq THEN u.seq END
+                FROM unnest(\(coalescing.map(\.subscriptionHandle))::bigint[], \(coalescing.map(\.notification.rawValue))::text[],
+                            \(coalescing.map { ByteBuffer(bytes: $0.payload) })::bytea[], \(coalescing.map { $0.recordSeq ?? 0 })::bigint[],
+                            \(coalescing.map { $0.recordSeq != nil })::boolean[])
+                     AS u(handle, event, payload, seq, has_seq)
+                WHERE notification.id = (SELECT max(id) FROM notification
+                                         WHERE subscription_handle = u.handle AND coalescable AND claimed_until IS NULL)
+                  AND notification.claimed_until IS NULL
+                RETURNING notification.subscription_handle
+                """, logger: logger)
+            for try await handle in rows.decode(Int64.self) { replaced.insert(handle) }
+            result.coalesced += replaced.count
+        }
+        let inserted = replaced.isEmpty ? entries : entries.filter { !($0.notification.coalesces && replaced.contains($0.subscriptionHandle)) }
+        if inserted.isEmpty { return }
+        result.queued += try await connection.query(
+            """
+            INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                      payload, record_seq, created_at, next_attempt_at)
+            SELECT e.app, e.handle, e.id, e.kind, CASE WHEN e.has_target THEN e.target END, CASE WHEN e.has_destination THEN e.destination END,
+                   e.event, e.coalescable, e.payload, CASE WHEN e.has_seq THEN e.seq END, \(now), \(now)
+            FROM unnest(\(inserted.map(\.app))::text[], \(inserted.map(\.subscriptionHandle))::bigint[], \(inserted.map(\.subscriptionID))::text[],
+                        \(inserted.map(\.kind.rawValue))::text[], \(inserted.map { $0.target ?? "" })::text[], \(inserted.map { $0.target != nil })::boolean[],
+                        \(inserted.map { $0.destination ?? "" })::text[], \(inserted.map { $0.destination != nil })::boolean[],
+                        \(inserted.map(\.notification.rawValue))::text[], \(inserted.map(\.notification.coalesces))::boolean[],
+                        \(inserted.map { ByteBuffer(bytes: $0.payload) })::bytea[], \(inserted.map { $0.recordSeq ?? 0 })::bigint[],
+                        \(inserted.map { $0.recordSeq != nil })::boolean[])
+                 WITH ORDINALITY AS e(app, handle, id, kind, target, has_target, destination, has_destination, event, coalescable,
+                                      payload, seq, has_seq, n)
+            WHERE EXISTS (SELECT 1 FROM subscription WHERE subscription.handle = e.handle)
+            ORDER BY e.n
+            RETURNING id
+            """, logger: logger
+        ).collect().count
+    }
 
     /// Inserts a notification of `entry`, created and first due at `now`; when
     /// `onlyIfSubscribed`, only if its subscription still exists.

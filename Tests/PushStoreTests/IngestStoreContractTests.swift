@@ -1,4 +1,5 @@
 import Foundation
+import PostgresNIO
 import PushCore
 @testable import PushStore
 import Testing
@@ -40,31 +41,51 @@ struct IngestStoreContractTests {
         #expect(depth.count == 3 && depth.oldest == 1)
     }
 
-    @Test("a waiting notification that is backing off keeps its schedule when replaced; one in flight is not replaced")
-    func coalescingKeepsScheduleSparesInFlight() async throws {
-        let sqlite = try await StoreKind.sqlite.make().store as! SQLiteStore
+    /// Runs SQL on the store's own database (to put rows in states only a delivery makes).
+    func execute(_ sql: String, on store: any FullStore) async throws {
+        if let sqlite = store as? SQLiteStore {
+            try await sqlite.pool.write { db in try db.execute(sql: sql) }
+        } else if let postgres = store as? PostgresStore {
+            try await postgres.client.query(PostgresQuery(unsafeSQL: sql))
+        } else {
+            throw StoreError(.corrupt("unknown store"))
+        }
+    }
+
+    @Test("a waiting notification that is backing off keeps its schedule when replaced; one in flight is not replaced", arguments: StoreKind.all)
+    func coalescingKeepsScheduleSparesInFlight(kind: StoreKind) async throws {
+        let store = try await kind.make().store
         let value = makeSubscription(path: "/v", mode: .value)
-        let v = try await stored(sqlite, value)
+        let v = try await stored(store, value)
         var first = CommitBatch(now: 1)
         first.operations = [.notify(entry(value, v, .value, payload: "1"))]
-        _ = try await sqlite.commit(first)
-        try await sqlite.pool.write { db in
-            try db.execute(sql: "UPDATE notification SET attempts = 3, first_attempt_at = 5, next_attempt_at = 9000")
-        }
+        _ = try await store.commit(first)
+        try await execute("UPDATE notification SET attempts = 3, first_attempt_at = 5, next_attempt_at = 9000", on: store)
         var second = CommitBatch(now: 2)
-        second.operations = [.notify(entry(value, v, .value, payload: "2"))]
-        _ = try await sqlite.commit(second)
-        var rows = try await sqlite.notifications(limit: 10)
+        // No record number and no target: absent stays absent through a replacement.
+        var newer = entry(value, v, .value, payload: "2")
+        newer.recordSeq = nil
+        second.operations = [.notify(newer)]
+        _ = try await store.commit(second)
+        var rows = try await store.notifications(limit: 10)
         #expect(rows.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["2"])
         #expect(rows.map(\.attempts) == [3] && rows.map(\.nextAttemptAt) == [9000])
+        #expect(rows.map(\.entry.recordSeq) == [nil])
         // In flight: a newer notification queues behind it.
-        try await sqlite.pool.write { db in try db.execute(sql: "UPDATE notification SET claimed_until = 99999, claimed_by = 'x'") }
+        try await execute("UPDATE notification SET claimed_until = 99999, claimed_by = 'x'", on: store)
         var third = CommitBatch(now: 3)
-        third.operations = [.notify(entry(value, v, .value, payload: "3"))]
-        let result = try await sqlite.commit(third)
-        #expect(result.queued == 1 && result.coalesced == 0)
-        rows = try await sqlite.notifications(limit: 10)
-        #expect(rows.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["2", "3"])
+        var inserted = entry(value, v, .value, payload: "3")
+        inserted.recordSeq = nil
+        // A webhook's notification has a destination and no target.
+        let webhook = makeSubscription(kind: .webhook, context: nil, destination: "orders", mode: .value)
+        let w = try await stored(store, webhook)
+        third.operations = [.notify(inserted), .notify(entry(webhook, w, .value, payload: "w"))]
+        let result = try await store.commit(third)
+        #expect(result.queued == 2 && result.coalesced == 0)
+        rows = try await store.notifications(limit: 10)
+        #expect(rows.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["2", "3", "w"])
+        #expect(rows.map(\.entry.recordSeq) == [nil, nil, 1])
+        #expect(rows.map(\.entry.target) == ["token-1", "token-1", nil] && rows.map(\.entry.destination) == [nil, nil, "orders"])
     }
 
     @Test("in one batch, a subscription's value/noData notifications make one, in the place of the first, as across batches", arguments: StoreKind.all)

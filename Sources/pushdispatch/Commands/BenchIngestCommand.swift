@@ -37,12 +37,14 @@ func temporaryFolder(_ name: String) throws -> String {
 struct BenchIngest: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ingest",
-        abstract: "Records through parse → tree → match → payload → outbox commit (SQLite), with a Python reference on the same records.")
+        abstract: "Records through parse → tree → match → payload → outbox commit (SQLite, and PostgreSQL with --postgres), with a Python reference on the same records.")
 
     @Option(help: "Subscriptions in the store (at /users/{uid}/inbox).") var subscriptions = 10_000
     @Option(help: "Records to ingest (puts of ~--value-bytes at random users' inboxes).") var records = 200_000
     @Option(help: "Approximate size of each written value.") var valueBytes = 1_000
     @Flag(help: "v2 payloads signed with HS256 instead of v1.") var v2 = false
+    @Option(help: "Also run the same records into this PostgreSQL database (a scratch one: application \"bench\" is written there and removed after): postgres://user@host:port/db.")
+    var postgres: String?
 
     func run() async throws {
         var logger = Logger(label: "bench")
@@ -54,18 +56,34 @@ struct BenchIngest: AsyncParsableCommand {
         let lines = IngestBenchmark.records(count: records, subscriptions: subscriptions, valueBytes: valueBytes)
         try Data(lines.map { $0 + [UInt8(ascii: "\n")] }.joined()).write(to: URL(fileURLWithPath: folder + "/records.ndjson"))
         print("setup: \(subscriptions) subscriptions, \(records) records of ~\(valueBytes) bytes (\(ContinuousClock.now - setup))")
-        let result = try await IngestBenchmark.run(store: store, lines: lines, logger: logger)
-        print(
-            String(
-                format:
-                    "pushdispatch: %.0f records/s (%d records in %.2f s, %.1f MB/s of records; %@ payloads, outbox %d rows after coalescing; CPU %.2f s = %.1f µs per record, all threads)",
-                result.recordsPerSecond, result.records, result.seconds, Double(result.lineBytes) / result.seconds / 1e6, v2 ? "v2 HS256" : "v1",
-                result.notifications, result.cpuSeconds, result.cpuSeconds / Double(max(1, result.records)) * 1e6))
+        let result = try await IngestBenchmark.run(store: store, folder: folder, lines: lines, logger: logger)
+        report("pushdispatch", result)
+        if let postgres {
+            let store = try await IngestBenchmark.preparePostgres(url: postgres, subscriptions: subscriptions, v2: v2, logger: logger)
+            defer { store.close() }
+            do {
+                report("pushdispatch on PostgreSQL", try await IngestBenchmark.run(store: store, folder: folder, lines: lines, logger: logger))
+            } catch {
+                try? await store.removeApplication("bench", source: "bench")
+                throw error
+            }
+            try await store.removeApplication("bench", source: "bench")
+        }
         if let reference = runReference("bench_ingest_reference.py", [folder + "/records.ndjson", folder]), reference.count == 2 {
             print(String(format: "reference (Python json + sqlite3, same records, same run): %.0f records/s", reference[0] / reference[1]))
         } else {
             print("reference: python3 not available")
         }
+    }
+
+    func report(_ name: String, _ result: IngestBenchmark.Result) {
+        print(
+            String(
+                format:
+                    "%@: %.0f records/s (%d records in %.2f s, %.1f MB/s of records; %@ payloads, outbox %d rows after coalescing; CPU %.2f s = %.1f µs per record, all threads of this process)",
+                name, result.recordsPerSecond, result.records, result.seconds, Double(result.lineBytes) / result.seconds / 1e6, v2 ? "v2 HS256" : "v1",
+                result.notifications, result.cpuSeconds, result.cpuSeconds / Double(max(1, result.records)) * 1e6))
+        fflush(nil)
     }
 }
 
