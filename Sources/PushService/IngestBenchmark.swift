@@ -32,7 +32,8 @@ public enum IngestBenchmark {
     }
 
     /// The same subscriptions in a PostgreSQL database, which must hold none of application
-    /// "bench" yet; ``removePostgres(_:)`` takes them (and what the run wrote) away again.
+    /// "bench" yet; ``PostgresStore/removeApplication(_:source:)`` takes them (and what the run
+    /// wrote) away again.
     public static func preparePostgres(url: String, subscriptions: Int, v2: Bool, logger: Logger) async throws -> PostgresStore {
         let store = try await PostgresStore.open(url: url, logger: logger)
         do {

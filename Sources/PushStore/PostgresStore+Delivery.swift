@@ -121,7 +121,7 @@ extension PostgresStore: DeliveryStore {
                     if deleted > 0 {
                         result.revoked.append(handle)
                         if let entry = notification {
-                            _ = try await connection.query(Self.insertNotification(entry, now: now, onlyIfSubscribed: false), logger: self.logger)
+                            _ = try await connection.query(Self.insertNotification(entry, now: now), logger: self.logger)
                                 .collect()
                         }
                     }

@@ -50,7 +50,7 @@ extension PostgresStore: IngestStore {
                             logger: self.logger
                         ).collect().count
                     if let entry {
-                        _ = try await connection.query(Self.insertNotification(entry, now: batch.now, onlyIfSubscribed: false), logger: self.logger)
+                        _ = try await connection.query(Self.insertNotification(entry, now: batch.now), logger: self.logger)
                             .collect()
                         result.queued += 1
                     }
@@ -144,19 +144,17 @@ extension PostgresStore: IngestStore {
         ).collect().count
     }
 
-    /// Inserts a notification of `entry`, created and first due at `now`; when
-    /// `onlyIfSubscribed`, only if its subscription still exists.
-    static func insertNotification(_ entry: OutboxEntry, now: Int64, onlyIfSubscribed: Bool) -> PostgresQuery {
-        let condition = onlyIfSubscribed ? "WHERE EXISTS (SELECT 1 FROM subscription WHERE handle = \(entry.subscriptionHandle))" : ""
-        return """
-            INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
-                                      payload, record_seq, created_at, next_attempt_at)
-            SELECT \(entry.app), \(entry.subscriptionHandle), \(entry.subscriptionID), \(entry.kind.rawValue), \(entry.target),
-                   \(entry.destination), \(entry.notification.rawValue), \(entry.notification.coalesces), \(ByteBuffer(bytes: entry.payload)),
-                   \(entry.recordSeq), \(now), \(now)
-            \(unescaped: condition)
-            RETURNING id
-            """
+    /// Inserts a revocation's notice `entry`, created and first due at `now` (its subscription
+    /// is gone by then; other notifications go through ``writeNotifications(_:now:into:_:)``).
+    static func insertNotification(_ entry: OutboxEntry, now: Int64) -> PostgresQuery {
+        """
+        INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                  payload, record_seq, created_at, next_attempt_at)
+        VALUES (\(entry.app), \(entry.subscriptionHandle), \(entry.subscriptionID), \(entry.kind.rawValue), \(entry.target),
+                \(entry.destination), \(entry.notification.rawValue), \(entry.notification.coalesces), \(ByteBuffer(bytes: entry.payload)),
+                \(entry.recordSeq), \(now), \(now))
+        RETURNING id
+        """
     }
 
     static func notification(_ row: PostgresRow) throws -> StoredNotification {

@@ -46,6 +46,12 @@ struct BenchIngest: AsyncParsableCommand {
     @Option(help: "Also run the same records into this PostgreSQL database (a scratch one: application \"bench\" is written there and removed after): postgres://user@host:port/db.")
     var postgres: String?
 
+    func validate() throws {
+        guard subscriptions >= 1 else { throw ValidationError("--subscriptions must be at least 1, got \(subscriptions)") }
+        guard records >= 1 else { throw ValidationError("--records must be at least 1, got \(records)") }
+        guard valueBytes >= 0 else { throw ValidationError("--value-bytes must be 0 or more, got \(valueBytes)") }
+    }
+
     func run() async throws {
         var logger = Logger(label: "bench")
         logger.logLevel = .warning
