@@ -6,11 +6,13 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "pushdispatch", targets: ["pushdispatch"]),
+        .executable(name: "pushdispatch-bench", targets: ["pushdispatch-bench"]),
         .library(name: "PushCore", targets: ["PushCore"]),
         .library(name: "PushJOSE", targets: ["PushJOSE"]),
         .library(name: "PushStore", targets: ["PushStore"]),
         .library(name: "PushAPI", targets: ["PushAPI"]),
         .library(name: "PushService", targets: ["PushService"]),
+        .library(name: "PushEngine", targets: ["PushEngine"]),
         .library(name: "PushIngest", targets: ["PushIngest"]),
         .library(name: "PushDelivery", targets: ["PushDelivery"]),
     ],
@@ -56,6 +58,17 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The record engine: lines checked, records through the pipeline, notifications built,
+        // batches committed; trees loaded, the subscription index kept in step with the store,
+        // expiry; the several-instance intake, leases and owners. Over the store protocols only.
+        .target(
+            name: "PushEngine",
+            dependencies: [
+                "PushCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // Change-record sources: the queue-file tailer, the Unix socket, the dead-letter file.
         .target(
             name: "PushIngest",
@@ -74,7 +87,6 @@ let package = Package(
                 "PushCore",
                 "PushJOSE",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -107,10 +119,13 @@ let package = Package(
                 "PushJOSE",
                 "PushStore",
                 "PushAPI",
+                "PushEngine",
                 "PushIngest",
                 "PushDelivery",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -136,23 +151,52 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // The demo: the service with the fake providers (`pushdispatch demo`).
+        .target(
+            name: "PushDemo",
+            dependencies: [
+                "PushCore",
+                "PushJOSE",
+                "PushService",
+                "PushTestSupport",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ]
+        ),
+        // The executable: argument parsing and calls, nothing else.
         .executableTarget(
             name: "pushdispatch",
             dependencies: [
                 "PushCore",
                 "PushJOSE",
-                "PushStore",
                 "PushService",
+                "PushDemo",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The benchmarks (`pushdispatch-bench`): hot paths, ingestion, the socket, restarts,
+        // deliveries, each beside its reference in one run (docs/benchmarks.md).
+        .executableTarget(
+            name: "pushdispatch-bench",
+            dependencies: [
+                "PushCore",
+                "PushJOSE",
+                "PushStore",
+                "PushEngine",
+                "PushIngest",
                 "PushDelivery",
-                "PushTestSupport",
+                "PushService",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            path: "Sources/PushBench"
         ),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushTestSupport"]),
         .testTarget(
@@ -169,9 +213,16 @@ let package = Package(
         ),
         .testTarget(name: "PushIngestTests", dependencies: ["PushIngest", "PushTestSupport", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
+            name: "PushEngineTests",
+            dependencies: ["PushEngine", "PushStore", "PushJOSE", "PushTestSupport", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
             name: "PushServiceTests",
             dependencies: [
                 "PushService",
+                "PushEngine",
+                "PushStore",
+                "PushIngest",
                 "PushJOSE",
                 "PushTestSupport",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

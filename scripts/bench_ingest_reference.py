@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference for `pushdispatch bench ingest`, run in the same invocation on the same records:
+"""Reference for `pushdispatch-bench ingest`, run in the same invocation on the same records:
 the naive pipeline in Python with the standard library's C JSON parser and sqlite3. Each line
 is parsed, applied to a dict tree, the subscriber's value payload is serialised (json.dumps),
 and the batch (journal rows, notification rows, a checkpoint) is committed in one SQLite

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference for `pushdispatch bench restart`, run in the same invocation on the same snapshot:
+"""Reference for `pushdispatch-bench restart`, run in the same invocation on the same snapshot:
 Python's json.loads (C parser) of the tree, and the resident memory the result holds.
 
     python3 bench_restart_reference.py SNAPSHOT.json

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference server for `pushdispatch bench socket`, driven by the same client in the same run:
+"""Reference server for `pushdispatch-bench socket`, driven by the same client in the same run:
 a Unix socket server on asyncio that reads change-record lines, parses each (json), applies it
 to a dict tree, builds the subscriber's value payload, and commits what is waiting (up to
 2,000 lines: the journal rows, the notification rows, the checkpoint) in one SQLite

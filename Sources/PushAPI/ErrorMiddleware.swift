@@ -42,17 +42,18 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     /// A store failure as a deliberate answer: what the client can act on gets its status; the
     /// rest is logged and answered 500.
     func response(for error: StoreError, _ request: Request, _ context: Context) throws -> Response {
-        switch error.code {
+        switch error.kind {
         case .busy:
             return try APIError(
                 .serviceUnavailable, "unavailable", "the store is busy; try again in a moment", headers: [.retryAfter: "1"]
             ).response(from: request, context: context)
         case .duplicate:
             return try APIError.conflict("a subscription with this id exists already").response(from: request, context: context)
-        case .constraint(let constraint):
+        case .constraint:
+            let constraint = error.detail ?? "a constraint"
             logger.warning("the store refused a write", metadata: ["constraint": "\(constraint)", "subscription": "\(error.subscriptionID ?? "-")"])
             return try APIError.badRequest("the subscription breaks a rule of the store: \(constraint)").response(from: request, context: context)
-        case .changeLogPruned, .corrupt, .unavailable, .leaseLost:
+        default:
             logger.error(
                 "store failure", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
             return try APIError.internalError.response(from: request, context: context)

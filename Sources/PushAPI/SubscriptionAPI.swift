@@ -17,25 +17,25 @@ public struct SubscriptionAPI: Sendable {
 
     public let store: any SubscriptionStore
     public let applications: [String: APIApplication]
-    /// Unix seconds now.
-    public let clock: @Sendable () -> Int64
-    /// Called after every committed change (brings the matching index up to date).
-    public let didChange: @Sendable () async -> Void
+    /// What time it is (token lifetimes, expirations).
+    public let clock: any ServiceClock
+    /// Told after every committed change: the answer waits until the matching index has it
+    /// (read-your-writes), so a record written after the answer is matched against it.
+    public let index: any SubscriptionIndexFollower
     /// The public JWK Set of the service's signing keys.
-    public let jwks: @Sendable () -> JSON
-    /// Readiness: `nil` when ready, else why not (a JSON object).
-    public let readiness: @Sendable () async -> JSON?
+    public let jwks: JSON
+    /// Whether the service is ready (`/readyz`).
+    public let readiness: any ReadinessProbe
     public let logger: Logger
 
     public init(
-        store: any SubscriptionStore, applications: [String: APIApplication], clock: @escaping @Sendable () -> Int64,
-        didChange: @escaping @Sendable () async -> Void, jwks: @escaping @Sendable () -> JSON,
-        readiness: @escaping @Sendable () async -> JSON? = { nil }, logger: Logger
+        store: any SubscriptionStore, applications: [String: APIApplication], clock: any ServiceClock, index: any SubscriptionIndexFollower,
+        jwks: JSON, readiness: any ReadinessProbe = AlwaysReady(), logger: Logger
     ) {
         self.store = store
         self.applications = applications
         self.clock = clock
-        self.didChange = didChange
+        self.index = index
         self.jwks = jwks
         self.readiness = readiness
         self.logger = logger
@@ -63,10 +63,10 @@ public struct SubscriptionAPI: Sendable {
                 }
             }
         }
-        router.get(".well-known/jwks.json") { _, _ in Response.json(jwks()) }
+        router.get(".well-known/jwks.json") { _, _ in Response.json(jwks) }
         router.get("healthz") { _, _ in Response.json(["status": "ok"]) }
         router.get("readyz") { _, _ in
-            if let problem = await readiness() {
+            if let problem = await readiness.problem() {
                 return Response.json(status: .serviceUnavailable, problem)
             }
             return Response.json(["status": "ready"])
@@ -90,10 +90,10 @@ public struct SubscriptionAPI: Sendable {
         let tuple = subscriptionRequest.tuple(app: application.id, uid: uid)
         let id = SubscriptionID.derive(tuple)
         if subscriptionRequest.expiration == 0 {
-            if try await store.remove(app: application.id, uid: uid, id: id) != nil { await didChange() }
+            if try await store.remove(app: application.id, uid: uid, id: id) != nil { await index.catchUp() }
             return Response(status: .noContent)
         }
-        let now = clock()
+        let now = clock.nowSeconds
         let expiresAt: Int64
         do {
             expiresAt = try application.rules.lifetimes.expiration(requested: subscriptionRequest.expiration, now: now)
@@ -105,10 +105,10 @@ public struct SubscriptionAPI: Sendable {
             encryption: subscriptionRequest.encryption, createdAt: now, expiresAt: expiresAt)
         switch try await store.save(subscription, allowUpdate: allowsUpdate) {
         case .created(let created):
-            await didChange()
+            await index.catchUp()
             return document(created, status: .created)
         case .refreshed(let refreshed):
-            await didChange()
+            await index.catchUp()
             return document(refreshed, status: .ok)
         case .conflict(let existing):
             throw APIError.conflict(
@@ -153,12 +153,12 @@ public struct SubscriptionAPI: Sendable {
             guard try await store.remove(app: application.id, uid: uid, id: id) != nil else {
                 throw APIError.notFound("no subscription \(quotedText(id)) for this user")
             }
-            await didChange()
+            await index.catchUp()
             return Response(status: .noContent)
         }
         let expiresAt: Int64
         do {
-            expiresAt = try application.rules.lifetimes.expiration(requested: requested, now: clock())
+            expiresAt = try application.rules.lifetimes.expiration(requested: requested, now: clock.nowSeconds)
         } catch {
             throw APIError.badRequest(error.message)
         }
@@ -174,7 +174,7 @@ public struct SubscriptionAPI: Sendable {
         guard try await store.remove(app: application.id, uid: uid, id: id) != nil else {
             throw APIError.notFound("no subscription \(quotedText(id)) for this user")
         }
-        await didChange()
+        await index.catchUp()
         return Response(status: .noContent)
     }
 
@@ -207,7 +207,7 @@ public struct SubscriptionAPI: Sendable {
         }
         let subject: String
         do {
-            subject = try verifier.subject(of: String(parts[1]), now: clock())
+            subject = try verifier.subject(of: String(parts[1]), now: clock.nowSeconds)
         } catch {
             throw APIError.unauthorized(error.description, invalidToken: true)
         }

@@ -1,3 +1,5 @@
+import PushCore
+
 /// An OAuth access token shared by every send of one application and provider: fetched once,
 /// reused until shortly before it expires, refreshed once for all the sends waiting on it.
 ///
@@ -14,7 +16,7 @@ public actor AccessTokenCache {
     }
 
     let fetch: Fetch
-    let now: @Sendable () -> Int64
+    let clock: any ServiceClock
     /// Refresh this long (milliseconds) before expiry: google-auth refreshes 3 min 45 s ahead,
     /// HMS's demo 5 min; tokens live an hour.
     let margin: Int64
@@ -22,15 +24,15 @@ public actor AccessTokenCache {
     var refreshing: Task<Token, any Error>?
     var generation = 0
 
-    public init(margin: Int64 = 300_000, now: @escaping @Sendable () -> Int64, fetch: @escaping Fetch) {
+    public init(margin: Int64 = 300_000, clock: any ServiceClock, fetch: @escaping Fetch) {
         self.fetch = fetch
-        self.now = now
+        self.clock = clock
         self.margin = margin
     }
 
     /// A valid token, fetching one if there is none (or it is about to expire).
     public func token() async throws(AnswerClassifier.OAuthFailure) -> Token {
-        if let current, now() < current.expiresAt { return current.token }
+        if let current, clock.now < current.expiresAt { return current.token }
         let task: Task<Token, any Error>
         if let refreshing {
             task = refreshing
@@ -55,7 +57,7 @@ public actor AccessTokenCache {
         // A token that lives less than the margin is used for half its life.
         let life = fetched.expiresIn.saturatingMultiplying(1_000)
         let usable = life > 2 * margin ? life - margin : life / 2
-        current = (token, now().saturatingAdding(usable))
+        current = (token, clock.now.saturatingAdding(usable))
         return token
     }
 

@@ -108,7 +108,7 @@ public struct QueueFileReader {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
-                throw IngestError("cannot read the queue file \(path): \(String(cString: strerror(errno)))")
+                throw IngestError.queueFile(path, "cannot read it", errno: errno)
             }
             if count == 0 { break }
             sawData = true

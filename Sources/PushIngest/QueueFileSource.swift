@@ -14,13 +14,14 @@ public struct QueueFileSource: Service {
     public let pollInterval: Duration
     public let maxLineBytes: Int
     public let logger: Logger
-    /// Called once the source follows its file (readiness).
-    public var onAttached: @Sendable () -> Void = {}
+    /// Told once the source follows its file.
+    public let readiness: any SourceReadiness
 
     public init(
         path: String, queue: IngestQueue, checkpoint: SourceCheckpoint?, pollInterval: Duration = .milliseconds(50),
-        maxLineBytes: Int = 16 << 20, logger: Logger
+        maxLineBytes: Int = 16 << 20, readiness: any SourceReadiness = NoReadiness(), logger: Logger
     ) {
+        self.readiness = readiness
         self.path = path
         self.queue = queue
         self.checkpoint = checkpoint
@@ -33,7 +34,7 @@ public struct QueueFileSource: Service {
         let resume = checkpoint.flatMap { checkpoint in checkpoint.fileIdentity.map { ($0, checkpoint.position) } }
         var reader = QueueFileReader(path: path, checkpoint: resume, maxLineBytes: maxLineBytes)
         defer { reader.close() }
-        onAttached()
+        readiness.attached(Self.name)
         var announcedMissing = false
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let lines = try reader.read()

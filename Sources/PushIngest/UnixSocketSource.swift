@@ -21,10 +21,14 @@ public struct UnixSocketSource: Service {
     public let maxLineBytes: Int
     public let maxUnanswered: Int
     public let logger: Logger
-    /// Called once the socket listens (readiness).
-    public var onAttached: @Sendable () -> Void = {}
+    /// Told once the socket listens.
+    public let readiness: any SourceReadiness
 
-    public init(path: String, queue: IngestQueue, maxLineBytes: Int = 16 << 20, maxUnanswered: Int = 4096, logger: Logger) {
+    public init(
+        path: String, queue: IngestQueue, maxLineBytes: Int = 16 << 20, maxUnanswered: Int = 4096, readiness: any SourceReadiness = NoReadiness(),
+        logger: Logger
+    ) {
+        self.readiness = readiness
         self.path = path
         self.queue = queue
         self.maxLineBytes = maxLineBytes
@@ -53,10 +57,10 @@ public struct UnixSocketSource: Service {
                     }
                 }
         } catch {
-            throw IngestError("cannot listen on the Unix socket \(path): \(error)")
+            throw IngestError.socket(path, "cannot listen on it: \(error)")
         }
         logger.info("listening for change records", metadata: ["socket": "\(path)"])
-        onAttached()
+        readiness.attached(Self.name)
         let counter = Counter()
         func closeUnserved() async {
             for connection in unserved.connections.withLock({ $0.values }) {

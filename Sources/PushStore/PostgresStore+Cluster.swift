@@ -177,27 +177,31 @@ extension PostgresStore: ClusterStore {
         return released
     }
 
-    /// Wakes the instances' delivery workers: notifications were queued.
-    public func notifyOutbox() async {
-        // Best effort: every worker also polls, so a lost wake-up only delays.
-        _ = try? await client.query("SELECT pg_notify(\(Self.workChannel), 'outbox')").collect()
+    public func signal(_ signal: ClusterSignal) async {
+        // Best effort: every waiter also polls, so a lost wake-up only delays.
+        switch signal {
+        case .subscriptions:
+            // The change-log trigger notifies every committed subscription change itself.
+            return
+        case .inbox, .outbox:
+            _ = try? await client.query("SELECT pg_notify(\(Self.workChannel), \(signal.rawValue))").collect()
+        }
     }
 
     /// Listens on the work and subscription channels until cancelled, reconnecting after a
-    /// failure; `wake` gets each notification's channel and payload. A notification missed
-    /// while reconnecting only delays: every follower also polls.
-    public func listen(logger: Logger, onListening: @escaping @Sendable () -> Void = {}, _ wake: @escaping @Sendable (String, String) -> Void)
-        async
-    {
+    /// failure; `wake` gets each notification's signal. A notification missed while
+    /// reconnecting only delays: every follower also polls.
+    public func listen(_ wake: @escaping @Sendable (ClusterSignal) -> Void) async {
         while !Task.isCancelled {
             do {
                 try await client.withConnection { connection in
                     try await connection.listen(on: Self.subscriptionChannel) { changes in
                         try await connection.listen(on: Self.workChannel) { work in
-                            onListening()
                             try await withThrowingTaskGroup(of: Void.self) { group in
-                                group.addTask { for try await change in changes { wake(Self.subscriptionChannel, change.payload) } }
-                                group.addTask { for try await item in work { wake(Self.workChannel, item.payload) } }
+                                group.addTask { for try await _ in changes { wake(.subscriptions) } }
+                                group.addTask {
+                                    for try await item in work { if let signal = ClusterSignal(rawValue: item.payload) { wake(signal) } }
+                                }
                                 try await group.next()
                                 group.cancelAll()
                             }

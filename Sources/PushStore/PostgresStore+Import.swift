@@ -76,7 +76,7 @@ extension PostgresStore {
                     PostgresQuery(unsafeSQL: "SELECT count(*) FROM \(table)"), logger: self.logger
                 ).decode(Int64.self) { count = value }
                 if count > 0 {
-                    throw StoreError(.constraint("the database already holds data (table \(table)); import into a fresh database"))
+                    throw StoreError.constraint("the database already holds data (table \(table)); import into a fresh database")
                 }
             }
             for (index, jwk) in contents.serviceKeys.enumerated() {

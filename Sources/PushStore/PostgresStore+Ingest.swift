@@ -11,6 +11,16 @@ extension PostgresStore: IngestStore {
     static let databaseMilliseconds = "(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
 
     public func commit(_ batch: CommitBatch) async throws -> CommitResult {
+        try await commit(batch, fence: nil)
+    }
+
+    public func commit(_ batch: CommitBatch, fence: LeaseFence) async throws -> CommitResult {
+        try await commit(batch, fence: Optional(fence))
+    }
+
+    /// One transaction: the fence checked first (when given), then the outbox operations, the
+    /// journal, the checkpoints, and the consumed inbox rows.
+    func commit(_ batch: CommitBatch, fence: LeaseFence?) async throws -> CommitResult {
         var result = CommitResult()
         let operations = SQLiteStore.coalescedInBatch(batch.operations, coalesced: &result.coalesced)
         let initial = result
@@ -19,7 +29,7 @@ extension PostgresStore: IngestStore {
         let revokes = operations.contains { if case .revoke = $0 { true } else { false } }
         return try await transaction(writerLock: revokes) { connection in
             var result = initial
-            try await self.checkLeases(batch, connection)
+            if let fence { try await self.check(fence, connection) }
             // Runs of notifications go in two statements (replace the waiting ones in place,
             // insert the others in order); a revocation ends a run, as its order matters.
             var run: [OutboxEntry] = []
@@ -65,30 +75,26 @@ extension PostgresStore: IngestStore {
                 result.journalIDs[app] = try rows.first?.decode(Int64.self)
             }
             try await Self.store(batch.checkpoints, on: connection, logger: self.logger)
-            if !batch.consumedInbox.isEmpty {
-                try await connection.query("DELETE FROM inbox WHERE id = ANY(\(batch.consumedInbox))", logger: self.logger)
+            if let consumed = fence?.consumed, !consumed.isEmpty {
+                try await connection.query("DELETE FROM inbox WHERE id = ANY(\(consumed))", logger: self.logger)
             }
             return result
         }
     }
 
-    /// Fencing: the batch's leases are locked (shared) and checked before anything is written,
-    /// so no instance can take them over until this transaction ends, and a holder that lost
-    /// one (paused past its expiry) writes nothing.
-    func checkLeases(_ batch: CommitBatch, _ connection: PostgresConnection) async throws {
-        guard !batch.leases.isEmpty else { return }
-        let holder = batch.leaseHolder ?? ""
-        var held: [String: Int64] = [:]
+    /// Fencing: the batch's lease is locked (shared) and checked before anything is written,
+    /// so no instance can take it over until this transaction ends, and a holder that lost it
+    /// (paused past its expiry) writes nothing.
+    func check(_ fence: LeaseFence, _ connection: PostgresConnection) async throws {
         let rows = try await connection.query(
             """
-            SELECT app, token FROM app_lease
-            WHERE app = ANY(\(Array(batch.leases.keys))) AND owner = \(holder) AND expires_at > \(unescaped: Self.databaseMilliseconds)
+            SELECT token FROM app_lease
+            WHERE app = \(fence.app) AND owner = \(fence.holder) AND expires_at > \(unescaped: Self.databaseMilliseconds)
             FOR SHARE
             """, logger: logger)
-        for try await (app, token) in rows.decode((String, Int64).self) { held[app] = token }
-        for (app, token) in batch.leases.sorted(by: { $0.key < $1.key }) where held[app] != token {
-            throw StoreError(.leaseLost(app: app))
-        }
+        var held: Int64?
+        for try await token in rows.decode(Int64.self) { held = token }
+        guard held == fence.token else { throw StoreError.leaseLost(app: fence.app) }
     }
 
     static let notificationColumns = """
@@ -162,7 +168,7 @@ extension PostgresStore: IngestStore {
             try row.decode(
                 (Int64, String, Int64, String, String, String?, String?, String, ByteBuffer, Int64?, Int64, Int64, Int64?, Int64).self)
         guard let kind = SubscriptionKind(rawValue: kindText), let event = NotificationKind(rawValue: eventText) else {
-            throw StoreError(.corrupt("a notification row has an unknown kind or event"))
+            throw StoreError.corrupt("a notification row has an unknown kind or event")
         }
         let entry = OutboxEntry(
             app: app, subscriptionHandle: handle, subscriptionID: subscriptionID, kind: kind, target: target, destination: destination,
@@ -214,7 +220,7 @@ extension PostgresStore: IngestStore {
                         expected += 1
                     }
                     guard expected == head.chunks else {
-                        throw StoreError(.corrupt("the snapshot of \(app) has \(expected) of its \(head.chunks) chunks"))
+                        throw StoreError.corrupt("the snapshot of \(app) has \(expected) of its \(head.chunks) chunks")
                     }
                     stored.snapshot = bytes
                 }

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import PushCore
+import Synchronization
 
 /// The PostgreSQL store (SPEC §9 `store.postgres`), for several instances sharing one
 /// database: subscriptions, their change log and the service keys, with the invariants in the
@@ -22,6 +23,9 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
     let logger: Logger
     /// Where it is, without the password (messages).
     public let location: String
+    /// The connection holding the deployment lock (``holdDeploymentLock(shared:)``), released
+    /// at ``close()``.
+    let deploymentHold = Mutex<(waiter: CheckedContinuation<Void, Never>?, closed: Bool)>((nil, false))
 
     /// The advisory lock every subscription writer holds until it commits (see above).
     static let writerLock: Int64 = 0x7075_7368_5f73_7562  // "push_sub" = 8103509996638270818 (the change-log trigger takes it too)
@@ -54,8 +58,13 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         return store
     }
 
-    /// Stops the client (queries after this fail).
+    /// Stops the client (queries after this fail); the deployment lock goes with it.
     public func close() {
+        let waiter = deploymentHold.withLock { hold in
+            defer { hold = (nil, true) }
+            return hold.waiter
+        }
+        waiter?.resume()
         runner.cancel()
     }
 
@@ -185,7 +194,7 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
                 for try await value in try await connection.query("SELECT pruned_through FROM change_log_state WHERE id = 1", logger: self.logger)
                     .decode(Int64.self)
                 { pruned = value }
-                if sequence < pruned { throw StoreError(.changeLogPruned(through: pruned)) }
+                if sequence < pruned { throw StoreError.changeLogPruned(through: pruned) }
                 let rows = try await connection.query(
                     """
                     SELECT sequence, operation, handle, app, path, mode FROM subscription_change
@@ -193,7 +202,7 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
                     """, logger: self.logger)
                 for try await (number, operation, handle, app, path, mode) in rows.decode((Int64, String, Int64, String, String, String).self) {
                     guard let operation = SubscriptionChange.Operation(rawValue: operation) else {
-                        throw StoreError(.corrupt("unknown change operation \(JSONWriter.quoted(operation))"))
+                        throw StoreError.corrupt("unknown change operation \(JSONWriter.quoted(operation))")
                     }
                     changes.append(
                         SubscriptionChange(
@@ -310,19 +319,19 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
     static func storeError(_ error: any Error, subscriptionID: String?, location: String) -> StoreError {
         if let error = error as? StoreError { return error }
         if let error = error as? PostgresTransactionError, let inner = error.closureError as? StoreError { return inner }
-        if let error = error as? RequestError { return StoreError(.corrupt(error.message), subscriptionID: subscriptionID) }
+        if let error = error as? RequestError { return StoreError.corrupt(error.message, subscriptionID: subscriptionID) }
         guard let (state, message, constraint) = sqlState(error) else {
-            return StoreError(.unavailable("PostgreSQL at \(location): \(String(reflecting: error).prefix(300))"), subscriptionID: subscriptionID)
+            return StoreError.unavailable("PostgreSQL at \(location): \(String(reflecting: error).prefix(300))", subscriptionID: subscriptionID)
         }
         switch state {
         case "23505" where constraint == "subscription_id_key":
-            return StoreError(.duplicate, subscriptionID: subscriptionID)
+            return StoreError.duplicate(subscriptionID: subscriptionID)
         case let state where state.hasPrefix("23"):
-            return StoreError(.constraint("\(message)\(constraint.map { " (\($0))" } ?? "")"), subscriptionID: subscriptionID)
+            return StoreError.constraint("\(message)\(constraint.map { " (\($0))" } ?? "")", subscriptionID: subscriptionID)
         case "40001", "40P01", "55P03":
-            return StoreError(.busy, subscriptionID: subscriptionID)
+            return StoreError.busy(subscriptionID: subscriptionID)
         default:
-            return StoreError(.unavailable("PostgreSQL at \(location): \(message) (SQLSTATE \(state))"), subscriptionID: subscriptionID)
+            return StoreError.unavailable("PostgreSQL at \(location): \(message) (SQLSTATE \(state))", subscriptionID: subscriptionID)
         }
     }
 
@@ -330,14 +339,14 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         let (handle, id, app, uid, kindText, destination, pathText, context, modeText, formatText, encryptionText, createdAt, expiresAt) =
             try row.decode((Int64, String, String, String, String, String, String, String, String, String, String?, Int64, Int64).self)
         guard let kind = SubscriptionKind(rawValue: kindText), let format = PayloadFormat(rawValue: formatText) else {
-            throw StoreError(.corrupt("a subscription row has an unknown kind or format"), subscriptionID: id)
+            throw StoreError.corrupt("a subscription row has an unknown kind or format", subscriptionID: id)
         }
         var encryption: EncryptionSpec?
         if let encryptionText {
             do {
                 encryption = try EncryptionSpec.decode(try SQLiteStore.parse(encryptionText, what: "encryption"), field: "encryption")
             } catch let error as RequestError {
-                throw StoreError(.corrupt(error.message), subscriptionID: id)
+                throw StoreError.corrupt(error.message, subscriptionID: id)
             }
         }
         return Subscription(
@@ -358,14 +367,14 @@ enum PostgresURL {
         guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
             let host = components.host, !host.isEmpty, let user = components.user, !user.isEmpty
         else {
-            throw StoreError(.unavailable("store.postgres: expected postgres://user:password@host:port/database"))
+            throw StoreError.unavailable("store.postgres: expected postgres://user:password@host:port/database")
         }
         if let port = components.port, !(1...65535).contains(port) {
-            throw StoreError(.unavailable("store.postgres: the port \(port) is not 1 to 65535"))
+            throw StoreError.unavailable("store.postgres: the port \(port) is not 1 to 65535")
         }
         let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : ""
         if let mode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value, !["disable", "prefer", "allow"].contains(mode) {
-            throw StoreError(.unavailable("store.postgres: sslmode=\(mode) is not supported yet; use sslmode=disable"))
+            throw StoreError.unavailable("store.postgres: sslmode=\(mode) is not supported yet; use sslmode=disable")
         }
         var configuration = PostgresClient.Configuration(
             host: host, port: components.port ?? 5432, username: user, password: components.password,

@@ -7,9 +7,6 @@ extension SQLiteStore: IngestStore {
     static let snapshotChunkBytes = 4 << 20
 
     public func commit(_ batch: CommitBatch) async throws -> CommitResult {
-        guard batch.consumedInbox.isEmpty, batch.leases.isEmpty else {
-            throw StoreError(.unavailable("an inbox and application leases are for several instances, on PostgreSQL"))
-        }
         var result = CommitResult()
         let operations = Self.coalescedInBatch(batch.operations, coalesced: &result.coalesced)
         let initial = result
@@ -169,7 +166,7 @@ extension SQLiteStore: IngestStore {
                     db, sql: "SELECT chunk, bytes FROM tree_snapshot WHERE app = ? AND generation = ? ORDER BY chunk",
                     arguments: [app, generation])
                 guard rows.count == chunks, rows.enumerated().allSatisfy({ $0.offset == $0.element["chunk"] as Int }) else {
-                    throw StoreError(.corrupt("the snapshot of \(app) has \(rows.count) of its \(chunks) chunks"))
+                    throw StoreError.corrupt("the snapshot of \(app) has \(rows.count) of its \(chunks) chunks")
                 }
                 for row in rows {
                     let chunk: [UInt8] = [UInt8](row["bytes"] as Data)
@@ -247,7 +244,7 @@ extension SQLiteStore: IngestStore {
         try await read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM outbox ORDER BY sequence LIMIT ?", arguments: [limit]).map { row in
                 let document: String = row["subscription"]
-                guard let reason = RevokeReason(rawValue: row["reason"]) else { throw StoreError(.corrupt("unknown revoke reason")) }
+                guard let reason = RevokeReason(rawValue: row["reason"]) else { throw StoreError.corrupt("unknown revoke reason") }
                 return OutboxItem(
                     sequence: row["sequence"], subscription: try Subscription(document: try Self.parse(document, what: "an outbox subscription")),
                     reason: reason, createdAt: row["created_at"])
@@ -270,7 +267,7 @@ extension SQLiteStore: IngestStore {
 
     static func notification(_ row: Row) throws -> StoredNotification {
         guard let kind = SubscriptionKind(rawValue: row["kind"]), let event = NotificationKind(rawValue: row["event"]) else {
-            throw StoreError(.corrupt("a notification row has an unknown kind or event"))
+            throw StoreError.corrupt("a notification row has an unknown kind or event")
         }
         let entry = OutboxEntry(
             app: row["app"], subscriptionHandle: row["subscription_handle"], subscriptionID: row["subscription_id"], kind: kind,

@@ -20,7 +20,7 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         do {
             pool = try DatabaseQueue(path: path, configuration: configuration)
         } catch {
-            throw StoreError(.unavailable("cannot open the SQLite database \(path) to read it: \(Self.reason(error))"))
+            throw StoreError.unavailable("cannot open the SQLite database \(path) to read it: \(Self.reason(error))")
         }
     }
 
@@ -45,7 +45,7 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
             try SQLiteMigrations.migrator.migrate(pool)
             self.pool = pool
         } catch {
-            throw StoreError(.unavailable("cannot open the SQLite database \(path): \(Self.reason(error))"))
+            throw StoreError.unavailable("cannot open the SQLite database \(path): \(Self.reason(error))")
         }
     }
 
@@ -189,13 +189,13 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     public func changes(after sequence: Int64, limit: Int) async throws -> [SubscriptionChange] {
         try await read { db in
             let pruned = try Int64.fetchOne(db, sql: "SELECT pruned_through FROM change_log_state WHERE id = 1") ?? 0
-            if sequence < pruned { throw StoreError(.changeLogPruned(through: pruned)) }
+            if sequence < pruned { throw StoreError.changeLogPruned(through: pruned) }
             return try Row.fetchAll(
                 db, sql: "SELECT * FROM subscription_change WHERE sequence > ? ORDER BY sequence LIMIT ?",
                 arguments: [sequence, limit]
             ).map { row in
                 guard let operation = SubscriptionChange.Operation(rawValue: row["operation"]) else {
-                    throw StoreError(.corrupt("unknown change operation \(String(describing: row["operation"] as String?))"))
+                    throw StoreError.corrupt("unknown change operation \(String(describing: row["operation"] as String?))")
                 }
                 return SubscriptionChange(
                     sequence: row["sequence"], operation: operation, handle: row["handle"], app: row["app"],
@@ -270,21 +270,21 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     static func storeError(_ error: any Error, subscriptionID: String?) -> StoreError {
         if let error = error as? StoreError { return error }
         if let error = error as? RequestError {
-            return StoreError(.corrupt(error.message), subscriptionID: subscriptionID)
+            return StoreError.corrupt(error.message, subscriptionID: subscriptionID)
         }
         guard let error = error as? DatabaseError else {
-            return StoreError(.unavailable(String(describing: error)), subscriptionID: subscriptionID)
+            return StoreError.unavailable(String(describing: error), subscriptionID: subscriptionID)
         }
         switch error.resultCode {
         case .SQLITE_CONSTRAINT:
             if error.extendedResultCode == .SQLITE_CONSTRAINT_UNIQUE, error.message?.contains("subscription.id") == true {
-                return StoreError(.duplicate, subscriptionID: subscriptionID)
+                return StoreError.duplicate(subscriptionID: subscriptionID)
             }
-            return StoreError(.constraint(error.message ?? "a constraint failed"), subscriptionID: subscriptionID)
+            return StoreError.constraint(error.message ?? "a constraint failed", subscriptionID: subscriptionID)
         case .SQLITE_BUSY, .SQLITE_LOCKED:
-            return StoreError(.busy, subscriptionID: subscriptionID)
+            return StoreError.busy(subscriptionID: subscriptionID)
         default:
-            return StoreError(.unavailable(reason(error)), subscriptionID: subscriptionID)
+            return StoreError.unavailable(reason(error), subscriptionID: subscriptionID)
         }
     }
 
@@ -298,20 +298,20 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         do {
             return try JSONParser.parse(text)
         } catch {
-            throw StoreError(.corrupt("\(what) is not JSON: \(error)"))
+            throw StoreError.corrupt("\(what) is not JSON: \(error)")
         }
     }
 
     static func subscription(_ row: Row) throws -> Subscription {
         guard let kind = SubscriptionKind(rawValue: row["kind"]), let format = PayloadFormat(rawValue: row["format"]) else {
-            throw StoreError(.corrupt("a subscription row has an unknown kind or format"), subscriptionID: row["id"])
+            throw StoreError.corrupt("a subscription row has an unknown kind or format", subscriptionID: row["id"])
         }
         var encryption: EncryptionSpec?
         if let text: String = row["encryption"] {
             do {
                 encryption = try EncryptionSpec.decode(try parse(text, what: "encryption"), field: "encryption")
             } catch let error as RequestError {
-                throw StoreError(.corrupt(error.message), subscriptionID: row["id"])
+                throw StoreError.corrupt(error.message, subscriptionID: row["id"])
             }
         }
         let destination: String = row["destination"]
@@ -329,12 +329,12 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         do {
             return try Path(text)
         } catch {
-            throw StoreError(.corrupt("stored path \(JSONWriter.quoted(text)) is invalid: \(error)"))
+            throw StoreError.corrupt("stored path \(JSONWriter.quoted(text)) is invalid: \(error)")
         }
     }
 
     static func mode(_ text: String) throws -> Mode {
-        guard let mode = Mode(rawValue: text) else { throw StoreError(.corrupt("stored mode \(JSONWriter.quoted(text)) is unknown")) }
+        guard let mode = Mode(rawValue: text) else { throw StoreError.corrupt("stored mode \(JSONWriter.quoted(text)) is unknown") }
         return mode
     }
 }

@@ -93,7 +93,7 @@ public final class FakeProviders: Sendable {
     public let hmsClientSecret = "s3cr/et+&="
     public let webhookSecrets: [String: String]
     public let baseURL: String
-    let now: @Sendable () -> Int64
+    let clock: any ServiceClock
     let task: Task<Void, any Error>
 
     /// The project id of the fake service account.
@@ -109,9 +109,9 @@ public final class FakeProviders: Sendable {
     /// - Parameters:
     ///   - tls: HTTPS (HTTP/2 and HTTP/1.1 by ALPN) with `fixtures/tls/server.pem`.
     ///   - webhooks: webhook names and their `whsec_` secrets.
-    ///   - now: the clock requests are checked against (milliseconds since the epoch).
+    ///   - clock: the clock requests are checked against (the service's, in tests).
     public static func start(
-        tls: Bool = false, webhooks: [String: String] = [:], now: @escaping @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
+        tls: Bool = false, webhooks: [String: String] = [:], clock: any ServiceClock = SystemClock()
     ) async throws -> FakeProviders {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         // The port arrives once the server runs, which may be before or after the waiter.
@@ -175,12 +175,12 @@ public final class FakeProviders: Sendable {
         }
         guard bound > 0 else { throw CocoaError(.fileReadUnknown) }
         let base = (tls ? "https://localhost:" : "http://127.0.0.1:") + "\(bound)"
-        let fakes = try FakeProviders(key: key, baseURL: base, webhooks: webhooks, now: now, task: task)
+        let fakes = try FakeProviders(key: key, baseURL: base, webhooks: webhooks, clock: clock, task: task)
         box.fakes = fakes
         return fakes
     }
 
-    init(key: _RSA.Signing.PrivateKey, baseURL: String, webhooks: [String: String], now: @escaping @Sendable () -> Int64, task: Task<Void, any Error>)
+    init(key: _RSA.Signing.PrivateKey, baseURL: String, webhooks: [String: String], clock: any ServiceClock, task: Task<Void, any Error>)
         throws
     {
         let document: JSON = [
@@ -194,7 +194,7 @@ public final class FakeProviders: Sendable {
         serviceAccount = try ServiceAccountKey(json: serviceAccountJSON)
         self.baseURL = baseURL
         self.webhookSecrets = webhooks
-        self.now = now
+        self.clock = clock
         self.task = task
     }
 
@@ -241,7 +241,7 @@ public final class FakeProviders: Sendable {
     func record(_ provider: String, _ target: String, _ data: [UInt8], _ status: Int, _ request: Request, arrived: Int64? = nil) {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
-        let at = now()
+        let at = clock.now
         state.withLock {
             $0.received.append(Received(provider: provider, target: target, data: data, status: status, headers: headers, at: at, arrivedAt: arrived ?? at))
         }
@@ -349,7 +349,7 @@ public final class FakeProviders: Sendable {
         guard let scope = claims["scope"]?.stringValue, scope.split(separator: " ").contains("https://www.googleapis.com/auth/firebase.messaging")
         else { return "Invalid scope" }
         guard claims["aud"]?.stringValue == serviceAccount.tokenURI else { return "Invalid audience" }
-        let seconds = now() / 1000
+        let seconds = clock.now / 1000
         guard let iat = claims["iat"]?.integerValue, let exp = claims["exp"]?.integerValue, exp > iat, exp - iat <= 3600, iat <= seconds + 60,
             exp >= seconds - 60
         else {
@@ -381,7 +381,7 @@ public final class FakeProviders: Sendable {
     static let reservedKeys: Set<String> = ["from", "message_type", "notification"]
 
     func fcm(_ request: Request, project: String) async throws -> Response {
-        let arrived = now()
+        let arrived = clock.now
         let bytes = try await body(request)
         guard project == Self.projectID else {
             record("fcm", "", [], 404, request)
@@ -422,11 +422,11 @@ public final class FakeProviders: Sendable {
             return respond("fcm-unregistered")
         }
         record("fcm", target, dataBytes, 200, request)
-        return respond(200, Array(#"{"name":"projects/\#(Self.projectID)/messages/0:\#(now())%fake"}"#.utf8))
+        return respond(200, Array(#"{"name":"projects/\#(Self.projectID)/messages/0:\#(clock.now)%fake"}"#.utf8))
     }
 
     func hms(_ request: Request, client: String) async throws -> Response {
-        let arrived = now()
+        let arrived = clock.now
         let bytes = try await body(request)
         guard client == hmsClientID else {
             record("hms", "", [], 404, request)
@@ -473,7 +473,7 @@ public final class FakeProviders: Sendable {
     }
 
     func webhook(_ request: Request, name: String) async throws -> Response {
-        let arrived = now()
+        let arrived = clock.now
         let bytes = try await body(request)
         guard let secret = webhookSecrets[name], let verifier = try? WebhookVerifier(secret) else {
             record("webhook", name, bytes, 404, request)
@@ -481,7 +481,7 @@ public final class FakeProviders: Sendable {
         }
         guard let id = request.headers[HTTPField.Name("webhook-id")!], let timestamp = request.headers[HTTPField.Name("webhook-timestamp")!],
             let signature = request.headers[HTTPField.Name("webhook-signature")!], let seconds = Int64(timestamp),
-            abs(seconds - now() / 1000) <= 300, verifier.verify(id: id, timestamp: seconds, body: bytes, header: signature)
+            abs(seconds - clock.now / 1000) <= 300, verifier.verify(id: id, timestamp: seconds, body: bytes, header: signature)
         else {
             record("webhook", name, bytes, 401, request)
             return respond(401, [])

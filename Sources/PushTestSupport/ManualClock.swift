@@ -1,29 +1,25 @@
+import PushCore
 import Synchronization
 
-/// A clock that moves only when a test advances it: a two-hour retry window or a 15-second
-/// sweep interval is driven in microseconds, deterministically.
+/// A service clock that moves only when a test advances it: a two-hour retry window or a
+/// 15-second sweep interval is driven in microseconds, deterministically. It is the service's
+/// one clock in tests: what time it is (``now``, milliseconds since the epoch) and what every
+/// timer sleeps on.
 ///
 /// Sleepers whose deadline is reached are resumed by ``advance(by:)`` before it returns, so
 /// ``waitForSleepers(_:)`` can tell when a woken service has finished its work and gone back
 /// to sleep.
-public final class ManualClock: Clock, Sendable {
-    public struct Instant: InstantProtocol, Sendable {
-        /// Time since the clock was made.
-        public var offset: Duration
-
-        public func advanced(by duration: Duration) -> Instant { Instant(offset: offset + duration) }
-        public func duration(to other: Instant) -> Duration { other.offset - offset }
-        public static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
-    }
-
+public final class ManualClock: ServiceClock, Sendable {
     private struct Sleeper {
         let id: UInt64
-        let deadline: Instant
+        /// Time since the epoch.
+        let deadline: Duration
         let continuation: CheckedContinuation<Void, any Error>
     }
 
     private struct State {
-        var now = Instant(offset: .zero)
+        /// Time since the epoch.
+        var now: Duration
         var nextID: UInt64 = 0
         var sleepers: [Sleeper] = []
         /// Ids cancelled before their continuation was registered.
@@ -31,19 +27,24 @@ public final class ManualClock: Clock, Sendable {
         var watchers: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
-    private let state = Mutex(State())
+    private let state: Mutex<State>
 
-    public init() {}
+    /// - Parameter start: the time it shows first, in milliseconds since the epoch (default
+    ///   2027-01-15).
+    public init(start: Int64 = 1_800_000_000_000) {
+        state = Mutex(State(now: .milliseconds(start)))
+    }
 
-    public var now: Instant { state.withLock { $0.now } }
+    public var now: Int64 { state.withLock { $0.now }.wholeMilliseconds }
 
-    public var minimumResolution: Duration { .zero }
+    /// The time it shows, as a duration since the epoch.
+    public var elapsed: Duration { state.withLock { $0.now } }
 
-    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+    public func sleep(for duration: Duration) async throws {
         try Task.checkCancellation()
-        let id = state.withLock { state -> UInt64 in
+        let (id, deadline) = state.withLock { state -> (UInt64, Duration) in
             state.nextID += 1
-            return state.nextID
+            return (state.nextID, state.now + duration)
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -71,7 +72,7 @@ public final class ManualClock: Clock, Sendable {
     /// Moves the clock forward and wakes every sleeper whose deadline is reached.
     public func advance(by duration: Duration) {
         let woken = state.withLock { state -> [Sleeper] in
-            state.now = state.now.advanced(by: duration)
+            state.now += duration
             let now = state.now
             let due = state.sleepers.filter { $0.deadline <= now }
             state.sleepers.removeAll { $0.deadline <= now }

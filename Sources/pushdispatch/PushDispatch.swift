@@ -1,13 +1,15 @@
 import ArgumentParser
 
+/// The `pushdispatch` executable: argument parsing and calls into PushService (and PushDemo
+/// for `demo`), nothing else. Benchmarks are `pushdispatch-bench`.
 @main
 struct PushDispatch: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushdispatch",
         abstract: "Push-notification dispatcher for realtime JSON-tree databases.",
         subcommands: [
-            DemoCommand.self, RunCommand.self, StatusCommand.self, MigrateCommand.self, ExportCommand.self, ImportCommand.self, ConfigCommand.self, SubscriptionsCommand.self, PayloadCommand.self, DecodeCommand.self, ReplayCommand.self,
-            BenchCommand.self,
+            DemoCommand.self, RunCommand.self, StatusCommand.self, MigrateCommand.self, ExportCommand.self, ImportCommand.self, ConfigCommand.self,
+            SubscriptionsCommand.self, PayloadCommand.self, DecodeCommand.self, ReplayCommand.self,
         ]
     )
 }

@@ -1,4 +1,5 @@
 import Foundation
+import PushTestSupport
 import PushCore
 import PushJOSE
 import PushStore
@@ -99,9 +100,7 @@ struct CrashTests {
     }
 
     static func start(_ folder: URL) throws -> Process {
-        let process = Process()
-        process.executableURL = Executable.url
-        process.arguments = ["run", "--config", folder.appendingPathComponent("pushdispatch.yaml").path, "--log-level", "error"]
+        let process = TestProcesses.make(Executable.url, ["run", "--config", folder.appendingPathComponent("pushdispatch.yaml").path, "--log-level", "error"])
         process.currentDirectoryURL = folder
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")

@@ -1,4 +1,5 @@
 import Foundation
+import PushTestSupport
 
 /// Runs the built `pushdispatch` executable.
 enum Executable {
@@ -24,9 +25,7 @@ enum Executable {
 
     /// Runs `pushdispatch arguments…` with `input` on standard input.
     static func run(_ arguments: [String], input: String = "") throws -> Result {
-        let process = Process()
-        process.executableURL = url
-        process.arguments = arguments
+        let process = TestProcesses.make(url, arguments)
         let stdin = Pipe()
         let stdout = Pipe()
         let stderr = Pipe()

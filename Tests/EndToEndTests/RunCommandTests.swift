@@ -1,4 +1,5 @@
 import Foundation
+import PushTestSupport
 import PushCore
 import PushJOSE
 import Synchronization
@@ -11,9 +12,7 @@ final class RunningService: Sendable {
 
     /// Starts `pushdispatch run --config config` and waits for its "listening" line.
     init(config: String) throws {
-        process = Process()
-        process.executableURL = Executable.url
-        process.arguments = ["run", "--config", config]
+        process = TestProcesses.make(Executable.url, ["run", "--config", config])
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice
@@ -75,9 +74,7 @@ struct RunCommandTests {
 
     /// Runs curl; returns the status, headers and body.
     static func curl(_ arguments: [String]) throws -> (status: Int, headers: [String: String], body: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/curl")
-        process.arguments = ["-s", "-i"] + arguments
+        let process = TestProcesses.make(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-i"] + arguments)
         let output = Pipe()
         process.standardOutput = output
         try process.run()

@@ -61,9 +61,8 @@ struct ServiceEndToEndTests {
                     if sample.name == "pushdispatch_deliveries_total":
                         print(sample.labels["provider"] + "/" + sample.labels["outcome"], int(sample.value))
             """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = ["python3", "-c", script]
+        try PythonPackages.require("prometheus_client")
+        let process = TestProcesses.make(command: "python3", ["-c", script])
         let input = Pipe()
         let output = Pipe()
         let errors = Pipe()
@@ -77,7 +76,7 @@ struct ServiceEndToEndTests {
         process.waitUntilExit()
         guard process.terminationStatus == 0 else {
             let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            throw RunningService.ServiceError(message: "prometheus_client could not parse /metrics (pip install prometheus_client): \(message)")
+            throw RunningService.ServiceError(message: "prometheus_client could not parse /metrics: \(message)")
         }
         var counts: [String: Int] = [:]
         for line in text.split(separator: "\n") {

@@ -173,7 +173,7 @@ struct IngestionTests {
 
     @Test("trees are snapshotted and restored from the snapshot and the journal after it")
     func snapshots() async throws {
-        let service = try ServiceHarness(ingest: true, ingestConfiguration: .init(batchLines: 1, snapshotAfterBytes: 200))
+        let service = try ServiceHarness(ingest: true, batchLines: 1, snapshotAfterBytes: 200)
         try await service.start()
         try await subscribe(service, [Self.childSubscription])
         var lines: [String] = []

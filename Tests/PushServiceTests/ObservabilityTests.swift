@@ -1,30 +1,18 @@
 import PushCore
+import PushEngine
 @testable import PushService
+import PushTestSupport
 import Testing
 
 @Suite("Readiness and metric labels")
 struct ObservabilityTests {
     @Test("/readyz waits for the sources, then lists paused applications")
     func readiness() {
-        let observability = Observability(sources: ["queue-file", "socket"], now: { 0 })
+        let observability = Observability(sources: ["queue-file", "socket"], clock: ManualClock())
         #expect(observability.readiness(paused: []) == ["status": "starting", "waitingFor": ["queue-file", "socket"]])
         observability.attached("socket")
         observability.attached("queue-file")
         #expect(observability.readiness(paused: []) == nil)
         #expect(observability.readiness(paused: ["a", "b"]) == ["status": "paused", "pausedApplications": ["a", "b"]])
-    }
-
-    @Test("a rejection's label is bounded whatever its text", arguments: [
-        ("the line is 20000000 bytes; a record is at most 16777216 bytes", "too_long"),
-        ("seq: missing; expected an integer", "invalid_seq"),
-        ("seq 4 repeats the last accepted seq 4 of this source; seq must increase", "invalid_seq"),
-        ("path \"/a//b\": empty segment", "invalid_path"),
-        ("app: missing; expected the application id", "invalid_app"),
-        ("unexpected end of input; expected a JSON value", "not_json"),
-        ("apple: something", "not_json"),
-        ("", "not_json"),
-    ])
-    func rejectionLabels(reason: String, label: String) {
-        #expect(IngestCounters.reasonLabel(reason) == label)
     }
 }

@@ -19,7 +19,6 @@ final class ServiceHarness: Sendable {
         .appendingPathComponent("fixtures")
 
     let folder: URL
-    let now: Mutex<Int64>
     let client: HTTPClient
     private let task: Mutex<Task<Void, any Error>?> = Mutex(nil)
     private let portValue = Mutex(0)
@@ -28,23 +27,28 @@ final class ServiceHarness: Sendable {
     var base: String { "http://127.0.0.1:\(port)" }
 
     let limits: ConnectionLimits
-    /// The clock timers sleep on: tests advance it.
-    let timers = ManualClock()
+    /// The service's one clock: tests advance it.
+    let clock: ManualClock
+    /// Tasks of the service that sleep on the clock between rounds: the expiry sweeper and the
+    /// index follower.
+    static let sleepers = 2
 
     /// The ingest sources in the harness's folder (when made with `ingest: true`).
     var queueFile: URL { folder.appendingPathComponent("changes.ndjson") }
     var socketPath: String { folder.appendingPathComponent("in.sock").path }
     var deadLetterFile: URL { folder.appendingPathComponent("dead.ndjson") }
-    let ingestConfiguration: Ingestor.Configuration
+    let tuning: ServiceRuntime.Tuning
 
+    /// - Parameter now: the clock's time at start, in Unix seconds.
     init(
         folder: URL? = nil, now: Int64 = 1_800_000_000, limits: ConnectionLimits = .standard, ingest: Bool = false,
-        ingestConfiguration: Ingestor.Configuration = .init()
+        batchLines: Int = 2_000, snapshotAfterBytes: Int? = nil
     ) throws {
         self.limits = limits
-        self.ingestConfiguration = ingestConfiguration
+        self.tuning = ServiceRuntime.Tuning(
+            followInterval: .milliseconds(100), connectionLimits: limits, ingest: .init(batchLines: batchLines), snapshotAfterBytes: snapshotAfterBytes)
         self.folder = folder ?? FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-api-\(UUID().uuidString)")
-        self.now = Mutex(now)
+        self.clock = ManualClock(start: now * 1_000)
         try FileManager.default.createDirectory(at: self.folder, withIntermediateDirectories: true)
         let keys = Self.fixtures.appendingPathComponent("jose/test-keyset.json").path
         let ingestSection = ingest ? "ingest: {queueFile: ./changes.ndjson, socket: ./in.sock, deadLetter: ./dead.ndjson}\n" : ""
@@ -77,9 +81,7 @@ final class ServiceHarness: Sendable {
         let configuration = try ConfigurationLoader.load(path: folder.appendingPathComponent("pushdispatch.yaml").path, environment: [:])
         var logger = Logger(label: "test")
         logger.logLevel = .warning
-        let runtime = ServiceRuntime(
-            configuration: configuration, logger: logger, clock: { [self] in self.now.withLock { $0 } }, followInterval: .milliseconds(100),
-            connectionLimits: limits, timerClock: timers, ingestConfiguration: ingestConfiguration)
+        let runtime = ServiceRuntime(configuration: configuration, logger: logger, clock: clock, tuning: tuning)
         let (ports, continuation) = AsyncStream<Int>.makeStream()
         let task = Task {
             defer { continuation.finish() }  // ends the wait below if the service fails to start
@@ -92,6 +94,12 @@ final class ServiceHarness: Sendable {
         }
         _ = try await task.value
         throw CancellationError()
+    }
+
+    /// Moves the service's clock forward and waits until the tasks it woke went back to sleep.
+    func advance(by duration: Duration) async {
+        clock.advance(by: duration)
+        await clock.waitForSleepers(Self.sleepers)
     }
 
     /// Stops the service (graceful shutdown) and waits for it.
@@ -114,7 +122,7 @@ final class ServiceHarness: Sendable {
         subject: String? = "u1", secret: String = ServiceHarness.secret, expiresIn: Int64 = 3600, notBefore: Int64? = nil,
         extra: [(String, JSON)] = []
     ) throws -> String {
-        let now = self.now.withLock { $0 }
+        let now = clock.nowSeconds
         var claims: [(Key, JSON)] = [("exp", .int(now + expiresIn)), ("iat", .int(now))]
         if let subject { claims.append(("sub", .string(subject))) }
         if let notBefore { claims.append(("nbf", .int(notBefore))) }

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushCore
+import PushEngine
 import PushJOSE
 @testable import PushService
 import PushStore
@@ -28,7 +29,7 @@ struct StoreTransferTests {
         _ = try await ServiceKey.loadOrCreate(in: store)
         var handles: [Int64] = []
         for n in 0..<5 {
-            guard case .created(let created) = try await store.save(subscription(n), allowUpdate: false) else { throw TransferError("not created") }
+            guard case .created(let created) = try await store.save(subscription(n), allowUpdate: false) else { throw StoreError.corrupt("not created") }
             handles.append(created.handle!)
         }
         // The largest handle deleted: not to be handed out again after the move.

@@ -230,7 +230,7 @@ struct SubscriptionAPITests {
     @Test("a validly signed token with exp or nbf at the limits of Int64 is answered, not a crash")
     func tokensAtTheLimits() async throws {
         try await withService { service in
-            let now = service.now.withLock { $0 }
+            let now = service.clock.nowSeconds
             let farFuture = try service.token(expiresIn: Int64.max - now)
             #expect(try await service.send(.GET, Self.collection, token: farFuture).status == 200)
             let nearMax = try service.token(expiresIn: Int64.max - now - 59)
@@ -260,17 +260,13 @@ struct SubscriptionAPITests {
             let body = #"{"kind":"mobile","path":"/p","context":"t","expirationTimestampSeconds":1800000010}"#
             #expect(try await service.send(.POST, Self.collection, body: body, token: token).status == 201)
             _ = try await service.send(.POST, Self.collection, body: Self.document, token: token)
-            // The sweeper swept at start and sleeps for its interval (1 s) on the harness's clock.
-            await service.timers.waitForSleepers()
-            service.now.withLock { $0 += 9 }
-            service.timers.advance(by: .seconds(1))
-            await service.timers.waitForSleepers()  // the pass is over
+            // The sweeper swept at start and sleeps for its interval (1 s) on the service's clock.
+            await service.clock.waitForSleepers(ServiceHarness.sleepers)
+            await service.advance(by: .seconds(9))  // a pass at +9 s: not expired yet
             #expect(try await service.send(.GET, Self.collection, token: try service.token()).json?.arrayValue?.count == 2)
-            service.now.withLock { $0 += 2 }
-            service.timers.advance(by: .milliseconds(999))
-            #expect(service.timers.sleeperCount == 1)  // not yet: the interval has not passed
-            service.timers.advance(by: .milliseconds(1))
-            await service.timers.waitForSleepers()
+            await service.advance(by: .milliseconds(999))  // the sweeper's next pass is at +10 s
+            #expect(try await service.send(.GET, Self.collection, token: try service.token()).json?.arrayValue?.count == 2)
+            await service.advance(by: .milliseconds(1))  // +10 s: the expiration is reached
             #expect(try await service.send(.GET, Self.collection, token: try service.token()).json?.arrayValue?.count == 1)
             let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
             let outbox = try await store.notifications(limit: 10)

@@ -11,7 +11,7 @@ struct DeliveryStoreContractTests {
 
     func stored(_ store: Store, _ subscription: Subscription) async throws -> Int64 {
         guard case .created(let created) = try await store.save(subscription, allowUpdate: false), let handle = created.handle else {
-            throw StoreError(.corrupt("not created"))
+            throw StoreError.corrupt("not created")
         }
         return handle
     }

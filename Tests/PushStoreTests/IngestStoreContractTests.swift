@@ -10,7 +10,7 @@ import Testing
 struct IngestStoreContractTests {
     func stored(_ store: any SubscriptionStore, _ subscription: Subscription) async throws -> Int64 {
         guard case .created(let created) = try await store.save(subscription, allowUpdate: false), let handle = created.handle else {
-            throw StoreError(.corrupt("not created"))
+            throw StoreError.corrupt("not created")
         }
         return handle
     }
@@ -48,7 +48,7 @@ struct IngestStoreContractTests {
         } else if let postgres = store as? PostgresStore {
             try await postgres.client.query(PostgresQuery(unsafeSQL: sql))
         } else {
-            throw StoreError(.corrupt("unknown store"))
+            throw StoreError.corrupt("unknown store")
         }
     }
 

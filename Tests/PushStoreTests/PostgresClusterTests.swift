@@ -87,18 +87,15 @@ struct PostgresClusterTests {
         var batch = CommitBatch(now: 10)
         batch.operations = [.notify(entry(subscription, handle, .childEvent))]
         batch.journal = ["toto": Array("{\"seq\":1}\n".utf8)]
-        batch.consumedInbox = records.map(\.id)
-        batch.leases = ["toto": tokenA]
-        batch.leaseHolder = "node-1"
-        await #expect(throws: StoreError(.leaseLost(app: "toto"))) { try await a.commit(batch) }
+        let lost = LeaseFence(app: "toto", token: tokenA, holder: "node-1", consumed: records.map(\.id))
+        await #expect(throws: StoreError.leaseLost(app: "toto")) { try await a.commit(batch, fence: lost) }
         #expect(try await a.notifications(limit: 10).isEmpty)
         #expect(try await a.inbox(app: "toto", limit: 10).count == 1)
         #expect(try await a.tree(app: "toto").journal.isEmpty)
 
         // The new owner commits under its token.
-        batch.leases = ["toto": tokenB]
-        batch.leaseHolder = "node-2"
-        #expect(try await b.commit(batch).queued == 1)
+        let held = LeaseFence(app: "toto", token: tokenB, holder: "node-2", consumed: records.map(\.id))
+        #expect(try await b.commit(batch, fence: held).queued == 1)
         #expect(try await b.inbox(app: "toto", limit: 10).isEmpty)
         #expect(try await b.leases().map(\.owner) == ["node-2"])
     }

@@ -237,7 +237,7 @@ struct StoreContractTests {
         func create(_ path: String, on store: any SubscriptionStore) async throws -> Subscription {
             guard case .created(let created) = try await store.save(makeSubscription(path: path), allowUpdate: false),
                 let handle = created.handle
-            else { throw StoreError(.corrupt("not created")) }
+            else { throw StoreError.corrupt("not created") }
             #expect(!seen.contains(handle), "handle \(handle) was used before")
             #expect(handle > largest)
             seen.insert(handle)
@@ -267,7 +267,7 @@ struct StoreContractTests {
         for i in 0..<5 { _ = try await store.save(makeSubscription(path: "/p/\(i)"), allowUpdate: false) }
         let last = try await store.lastChange()
         try await store.pruneChanges(through: last - 2)
-        await #expect(throws: StoreError(.changeLogPruned(through: last - 2))) {
+        await #expect(throws: StoreError.changeLogPruned(through: last - 2)) {
             _ = try await store.changes(after: start, limit: 10)
         }
         #expect(try await store.changes(after: last - 2, limit: 10).count == 2)
@@ -275,7 +275,7 @@ struct StoreContractTests {
         try await store.pruneChanges(through: last + 100)
         try await store.pruneChanges(through: 1)
         #expect(try await store.changes(after: last, limit: 10).isEmpty)
-        await #expect(throws: StoreError(.changeLogPruned(through: last))) {
+        await #expect(throws: StoreError.changeLogPruned(through: last)) {
             _ = try await store.changes(after: last - 1, limit: 10)
         }
     }
@@ -305,7 +305,7 @@ struct StoreContractTests {
             _ = try await store.save(bad, allowUpdate: false)
             Issue.record("a subscription expiring at 0 was stored")
         } catch let error as StoreError {
-            guard case .constraint(let constraint) = error.code else {
+            guard error.kind == .constraint, let constraint = error.detail else {
                 Issue.record("expected a constraint error, got \(error)")
                 return
             }

@@ -10,7 +10,7 @@ public protocol SealerProvider: Sendable {
 /// - `webhook`: the body of §8 without its `id` (which the sender adds, stable across retries):
 ///   `{"app","uid","subscription","path","context","event"}`, the event plain (§11.11) and
 ///   degraded like §7.4 at the webhook limit, measured on the event.
-public struct NotificationBuilder {
+public struct NotificationBuilder: Sendable {
     /// The webhook body limit of SPEC §7.4 (default 1 MiB), applied to the event.
     public let webhookLimit: Int
     let sealers: any SealerProvider

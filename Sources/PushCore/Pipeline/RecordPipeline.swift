@@ -16,53 +16,26 @@ public struct Notice: Sendable {
 }
 
 /// Change records in, notifications out: the matching and event rules of SPEC §4 and §6 over
-/// the trees, the index and the stored subscriptions. The service and `replay` run the same
-/// pipeline; they differ in where lines come from and where notifications go.
+/// the trees, the index and the stored subscriptions. Pure: the record engine (PushEngine)
+/// checks lines before they get here (their length, their JSON, their `seq`) and stores what
+/// comes out; `replay` prints it.
 public struct RecordPipeline: Sendable {
     public var processor: RecordProcessor
-    /// The last accepted `seq` of each source (SPEC §4: strictly increasing per source).
-    public private(set) var watermarks: [String: Int64]
     /// Each application's settings; applications absent from the configuration get
     /// ``PipelineSettings/standard`` (their trees are kept like any other, SPEC §11.2).
     public let settings: @Sendable (String) -> PipelineSettings
 
-    public init(
-        processor: RecordProcessor = RecordProcessor(), watermarks: [String: Int64] = [:],
-        settings: @escaping @Sendable (String) -> PipelineSettings
-    ) {
+    public init(processor: RecordProcessor = RecordProcessor(), settings: @escaping @Sendable (String) -> PipelineSettings) {
         self.processor = processor
-        self.watermarks = watermarks
         self.settings = settings
     }
 
-    /// Why `seq` cannot follow `last`, the last accepted seq of its source (SPEC §4: strictly
-    /// increasing per source); `nil` when it can.
-    public static func sequenceError(_ seq: Int64, after last: Int64?) -> RecordError? {
-        guard let last, seq <= last else { return nil }
-        let what = seq == last ? "repeats" : "goes back from"
-        return RecordError("seq \(seq) \(what) the last accepted seq \(last) of this source; seq must increase", seq: seq)
-    }
-
-    /// Forgets the watermarks of the sources `isForgotten` names (an application handed to
-    /// another instance: what it accepted there is checked there).
-    public mutating func forgetWatermarks(where isForgotten: (String) -> Bool) {
-        watermarks = watermarks.filter { !isForgotten($0.key) }
-    }
-
-    /// What became of one line.
-    public enum Outcome: Sendable {
-        /// Refused: dead-lettered with this reason; the watermark did not move.
-        case rejected(RecordError)
-        /// Accepted. `changedTree`: the record changed its application's tree (it is journalled).
-        /// The notices are in delivery order: by subscription id (byte order).
-        case accepted(ChangeRecord, changedTree: Bool, notices: [Notice])
-    }
-
-    /// A line applied, its notices not yet resolved against the stored subscriptions: the
-    /// service resolves a whole batch's in one read of the directory.
-    public enum Staged: Sendable {
-        case rejected(RecordError)
-        case accepted(ChangeRecord, changedTree: Bool, notices: PendingNotices)
+    /// A record applied, its notices not yet resolved against the stored subscriptions: the
+    /// record engine resolves a whole batch's in one read of the directory.
+    public struct Staged: Sendable {
+        /// The record changed its application's tree (it is journalled).
+        public var changedTree: Bool
+        public var notices: PendingNotices
     }
 
     /// The notices of an accepted record: events for subscriptions known by handle (a write's),
@@ -73,6 +46,8 @@ public struct RecordPipeline: Sendable {
         public var resolved: [Notice] = []
 
         public init() {}
+
+        public var isEmpty: Bool { events.isEmpty && resolved.isEmpty }
 
         /// The handles to read from the directory.
         public var handles: [Int64] { events.map(\.handle) }
@@ -91,54 +66,22 @@ public struct RecordPipeline: Sendable {
         }
     }
 
-    /// Parses and applies one line from `source`. Throws only when the directory cannot be
-    /// read; then nothing changed, and the caller may process the line again. A bad line is an
-    /// outcome, not an error.
+    /// Applies one record; returns whether it changed its tree and its notices, in delivery
+    /// order (by subscription id, byte order). Throws only when the directory cannot be read;
+    /// then nothing changed, and the caller may apply the record again.
     public mutating func process(
-        _ line: [UInt8], source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
-    ) async throws -> Outcome {
-        let record: ChangeRecord
-        do {
-            record = try ChangeRecord.parse(line)
-        } catch {
-            return .rejected(error)
-        }
-        return try await process(record, source: source, lookup: lookup, directory: directory)
+        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
+    ) async throws -> (changedTree: Bool, notices: [Notice]) {
+        let staged = try await stage(record, lookup: lookup, directory: directory, resolving: true)
+        return (staged.changedTree, staged.notices.resolve([:]))
     }
 
-    /// Applies one parsed record from `source`.
-    public mutating func process(
-        _ record: ChangeRecord, source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
-    ) async throws -> Outcome {
-        switch try await stage(record, source: source, lookup: lookup, directory: directory, resolving: true) {
-        case .rejected(let error):
-            return .rejected(error)
-        case .accepted(let record, let changedTree, let pending):
-            return .accepted(record, changedTree: changedTree, notices: pending.resolve([:]))
-        }
-    }
-
-    /// Parses and applies one line from `source`, leaving a write's notices unresolved.
+    /// Applies one record. A write's notices are left unresolved unless `resolving`; the
+    /// directory is read (before anything changes: if it throws, nothing did) for a revocation
+    /// record, and for a write when `resolving`.
     public mutating func stage(
-        _ line: [UInt8], source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
+        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, resolving: Bool = false
     ) async throws -> Staged {
-        let record: ChangeRecord
-        do {
-            record = try ChangeRecord.parse(line)
-        } catch {
-            return .rejected(error)
-        }
-        return try await stage(record, source: source, lookup: lookup, directory: directory, resolving: false)
-    }
-
-    /// Applies one parsed record from `source`. A write's notices are left unresolved unless
-    /// `resolving`; the directory is read (before anything changes: if it throws, nothing did)
-    /// for a revocation record, and for a write when `resolving`.
-    public mutating func stage(
-        _ record: ChangeRecord, source: String, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory,
-        resolving: Bool
-    ) async throws -> Staged {
-        if let error = Self.sequenceError(record.seq, after: watermarks[source]) { return .rejected(error) }
         var changedTree = false
         var pending = PendingNotices()
         switch record.operation {
@@ -173,8 +116,7 @@ public struct RecordPipeline: Sendable {
                 if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
             }
         }
-        watermarks[source] = record.seq
-        return .accepted(record, changedTree: changedTree, notices: pending)
+        return Staged(changedTree: changedTree, notices: pending)
     }
 }
 

@@ -107,6 +107,20 @@ struct ConfigurationDecoder {
                 configuration.instanceName = name
             }
         }
+        if let mode = instanceSection.string("mode") {
+            switch (mode, store) {
+            case ("single", _):
+                configuration.instanceMode = .single
+            case ("shared", .postgres):
+                configuration.instanceMode = .shared
+            case ("shared", .sqlite):
+                report.add(
+                    "\(instanceSection.label("mode")): shared needs store.postgres (several instances share one PostgreSQL database); "
+                        + "a SQLite store serves a single instance")
+            default:
+                report.add("\(instanceSection.label("mode")): expected single (this process alone on its store) or shared (one of several instances on store.postgres)")
+            }
+        }
         return configuration
     }
 

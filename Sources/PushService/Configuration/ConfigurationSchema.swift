@@ -25,7 +25,7 @@ indirect enum ConfigurationSchema: Sendable {
             "caFile": .leaf(.string),
         ]),
         "expiry": .object(["interval": .leaf(.duration)]),
-        "instance": .object(["name": .leaf(.string)]),
+        "instance": .object(["name": .leaf(.string), "mode": .leaf(.string)]),
         "apps": .names(.object([
             "auth": .object([
                 "hs256Secret": .leaf(.secret), "jwks": .leaf(.string), "issuer": .leaf(.string), "audience": .leaf(.string),

@@ -22,6 +22,15 @@ public struct ServiceConfiguration: Sendable {
         public var snapshotAfter: Int = 64 << 20
     }
 
+    /// How this process uses its store (`instance.mode`).
+    public enum InstanceMode: String, Sendable, Equatable {
+        /// This process alone: it processes every record and sends every notification.
+        case single
+        /// One of several instances sharing a PostgreSQL store: records go through a shared
+        /// inbox to the owner of their application's lease; delivery is shared by claims.
+        case shared
+    }
+
     public struct HTTP: Sendable, Equatable {
         /// `http.host`. Default `127.0.0.1`.
         public var host: String
@@ -70,10 +79,29 @@ public struct ServiceConfiguration: Sendable {
     /// sources' checkpoints, its delivery claims and its leases are filed under it, so it must
     /// stay the same across restarts and differ between instances). Default: the host name.
     public var instanceName: String = ProcessInfo.processInfo.hostName
+    /// `instance.mode`: `single` or `shared`. Default: `single` on SQLite, `shared` on
+    /// PostgreSQL (several instances may join; `single` there refuses to share the database).
+    public var instanceMode: InstanceMode
     /// By application id.
     public var apps: [String: AppConfiguration]
     /// The folder relative paths were resolved against (the configuration file's).
     public var baseDirectory: String
+
+    public init(
+        store: Store, ingest: Ingest, http: HTTP, delivery: Delivery, expiry: Expiry, apps: [String: AppConfiguration], baseDirectory: String
+    ) {
+        self.store = store
+        self.ingest = ingest
+        self.http = http
+        self.delivery = delivery
+        self.expiry = expiry
+        self.apps = apps
+        self.baseDirectory = baseDirectory
+        switch store {
+        case .sqlite: instanceMode = .single
+        case .postgres: instanceMode = .shared
+        }
+    }
 }
 
 /// A secret value: never printed or logged.

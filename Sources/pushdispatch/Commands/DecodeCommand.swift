@@ -1,6 +1,7 @@
 import ArgumentParser
 import PushCore
 import PushJOSE
+import PushService
 
 struct DecodeCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -18,7 +19,7 @@ struct DecodeCommand: ParsableCommand {
 
     func run() throws {
         let decoder = PayloadDecoder(keys: try keys.map(loadKeyRing))
-        try runLineFilter(command: "decode", unit: "payload line") { line, writer in
+        try filterLines(command: "decode", unit: "payload line") { line, writer in
             do {
                 writer.raw(try decoder.decode(Array(line)))
                 return true

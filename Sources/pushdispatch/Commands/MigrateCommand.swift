@@ -1,7 +1,5 @@
 import ArgumentParser
-import Logging
 import PushService
-import PushStore
 
 /// `pushdispatch migrate --config F`: brings the configured store's schema up to date and says
 /// where it stands. The service also migrates at start (PostgreSQL: under an advisory lock, so
@@ -22,23 +20,11 @@ struct MigrateCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config, purpose: .replay)
-        var logger = Logger(label: "pushdispatch")
-        logger.logLevel = .warning
-        let store: any RuntimeStore
         do {
-            store = try await ServiceRuntime.openStore(configuration, logger: logger)
+            print(try await StoreCommands.migrate(configuration))
         } catch {
             printError("pushdispatch: cannot open the store: \(error)")
             throw ExitCode(1)
-        }
-        switch store {
-        case let postgres as PostgresStore:
-            defer { postgres.close() }
-            print("PostgreSQL \(postgres.location): schema version \(try await postgres.schemaVersion())")
-        case let sqlite as SQLiteStore:
-            print("SQLite \(sqlite.location): schema version \(try await sqlite.schemaVersion())")
-        default:
-            print("\(store.location): up to date")
         }
     }
 }

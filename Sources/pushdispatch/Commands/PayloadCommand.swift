@@ -1,6 +1,7 @@
 import ArgumentParser
 import PushCore
 import PushJOSE
+import PushService
 
 struct PayloadCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -26,7 +27,7 @@ struct PayloadCommand: ParsableCommand {
         } else {
             processor = PayloadLineProcessor()
         }
-        try runLineFilter(command: "payload", unit: "request line") { line, writer in
+        try filterLines(command: "payload", unit: "request line") { line, writer in
             processor.process(line: line, into: &writer)
         }
     }

@@ -1,11 +1,5 @@
 import ArgumentParser
-import PushCore
-import PushJOSE
 import PushService
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 struct ReplayCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -57,47 +51,12 @@ struct ReplayCommand: AsyncParsableCommand {
             throw ExitCode(2)
         }
         for note in session.notes { printError("pushdispatch replay: \(note)") }
-        let descriptor = open(changes, O_RDONLY)
-        guard descriptor >= 0 else {
-            throw ValidationError("cannot read the change stream \(changes): \(String(cString: strerror(errno)))")
+        let invalid: Int
+        do {
+            invalid = try await session.replayFile(changes, report: printError)
+        } catch let error as LineIOError {
+            throw ValidationError(error.description)
         }
-        defer { close(descriptor) }
-        var output = OutputBuffer(descriptor: 1)
-        var writer = JSONWriter(capacity: 1 << 16)
-        var pending: [UInt8] = []
-        var chunk = [UInt8](repeating: 0, count: 1 << 20)
-        var lineNumber = 0
-        var invalid = 0
-        var reported = session.notes.count
-        func handle(_ line: [UInt8]) async throws {
-            lineNumber += 1
-            writer.removeAll()
-            if let error = try await session.replay(line, into: &writer) {
-                invalid += 1
-                printError("line \(lineNumber): \(error.reason)")
-            }
-            writer.withUnsafeBytes { output.bytes.append(contentsOf: $0) }
-            for note in session.notes.dropFirst(reported) { printError("pushdispatch replay: \(note)") }
-            reported = session.notes.count
-            if output.bytes.count > 1 << 16 { try output.flush() }
-        }
-        while true {
-            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
-            if count < 0 {
-                if errno == EINTR { continue }
-                throw ValidationError("reading \(changes) failed: \(String(cString: strerror(errno)))")
-            }
-            if count == 0 { break }
-            pending.append(contentsOf: chunk[0..<count])
-            var start = 0
-            while let newline = pending[start...].firstIndex(of: UInt8(ascii: "\n")) {
-                try await handle(Array(pending[start..<newline]))
-                start = newline + 1
-            }
-            pending.removeSubrange(0..<start)
-        }
-        if !pending.isEmpty { try await handle(pending) }
-        try output.flush()
         if invalid > 0 {
             printError("pushdispatch replay: \(invalid) invalid line\(invalid == 1 ? "" : "s") skipped")
             throw ExitCode(1)

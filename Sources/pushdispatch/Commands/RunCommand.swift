@@ -23,17 +23,7 @@ struct RunCommand: AsyncParsableCommand {
             throw ValidationError("--log-level: expected one of trace, debug, info, notice, warning, error, critical")
         }
         guard ["text", "json"].contains(logFormat) else { throw ValidationError("--log-format: expected text or json") }
-        let json = logFormat == "json"
-        LoggingSystem.bootstrap { label in
-            if json {
-                var handler = JSONLogHandler(label: label)
-                handler.logLevel = level
-                return handler
-            }
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
+        LoggingSystem.bootstrapStandardError(level: level, json: logFormat == "json")
         let configuration = try loadConfiguration(config)
         let logger = Logger(label: "pushdispatch")
         do {

@@ -1,7 +1,6 @@
 import ArgumentParser
 import PushCore
 import PushService
-import PushStore
 
 struct SubscriptionsCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -17,16 +16,6 @@ struct SubscriptionsCommand: AsyncParsableCommand {
     struct Options: ParsableArguments {
         @Option(help: "Configuration file (YAML or JSON): its store is used.")
         var config: String
-
-        func store() async throws -> any RuntimeStore {
-            let configuration = try loadConfiguration(config)
-            do {
-                return try await ServiceRuntime.openStore(configuration)
-            } catch let error as ConfigurationError {
-                reportConfigurationProblems(error, path: config)
-                throw ExitCode(2)
-            }
-        }
     }
 
     struct List: AsyncParsableCommand {
@@ -36,26 +25,17 @@ struct SubscriptionsCommand: AsyncParsableCommand {
         @Option(help: "Only this application.") var app: String?
         @Option(help: "Only this user (requires --app).") var uid: String?
 
+        func validate() throws {
+            if uid != nil && app == nil { throw ValidationError("--uid needs --app") }
+        }
+
         func run() async throws {
-            let store = try await options.store()
             var output = OutputBuffer(descriptor: 1)
-            func emit(_ subscriptions: [Subscription]) throws {
-                for subscription in subscriptions {
+            try await StoreCommands.subscriptions(try loadConfiguration(options.config), app: app, uid: uid) { page in
+                for subscription in page {
                     output.bytes += Array(subscription.document.description.utf8) + [UInt8(ascii: "\n")]
                 }
                 try output.flush()
-            }
-            if let uid {
-                guard let app else { throw ValidationError("--uid needs --app") }
-                try emit(try await store.subscriptions(app: app, uid: uid))
-                return
-            }
-            var after: Int64 = 0
-            while true {
-                let page = try await store.subscriptions(app: app, after: after, limit: 1_000)
-                guard let last = page.last else { break }
-                try emit(page)
-                after = last.handle ?? after
             }
         }
     }
@@ -67,7 +47,7 @@ struct SubscriptionsCommand: AsyncParsableCommand {
         @Argument(help: "Subscription id.") var id: String
 
         func run() async throws {
-            guard let subscription = try await options.store().subscription(id: id) else {
+            guard let subscription = try await StoreCommands.subscription(try loadConfiguration(options.config), id: id) else {
                 throw ValidationError("no subscription \(id)")
             }
             print(subscription.document.description)
@@ -81,10 +61,7 @@ struct SubscriptionsCommand: AsyncParsableCommand {
         @Argument(help: "Subscription id.") var id: String
 
         func run() async throws {
-            let store = try await options.store()
-            guard let subscription = try await store.subscription(id: id),
-                let removed = try await store.remove(app: subscription.app, uid: subscription.uid, id: id)
-            else {
+            guard let removed = try await StoreCommands.remove(try loadConfiguration(options.config), id: id) else {
                 throw ValidationError("no subscription \(id)")
             }
             print(removed.document.description)

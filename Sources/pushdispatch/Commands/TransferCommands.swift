@@ -1,12 +1,5 @@
 import ArgumentParser
-import Foundation
-import Logging
 import PushService
-import PushStore
-
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `pushdispatch export --config F --output FILE`: the configured store's durable state as
 /// NDJSON (``StoreTransfer``), to import into another store. Stop the service first: what it
@@ -27,28 +20,13 @@ struct ExportCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config, purpose: .replay)
-        let descriptor = open(output, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else {
-            printError("pushdispatch: cannot create \(output): \(String(cString: strerror(errno)))\(errno == EEXIST ? " (it exists; export to a new file)" : "")")
-            throw ExitCode(1)
-        }
-        var buffer = OutputBuffer(descriptor: descriptor)
-        defer { close(descriptor) }
-        var logger = Logger(label: "pushdispatch")
-        logger.logLevel = .warning
         do {
-            let store = try await ServiceRuntime.openStore(configuration, logger: logger)
-            defer { (store as? PostgresStore)?.close() }
-            let counts = try await StoreTransfer.export(store) { line in
-                buffer.bytes += line
-                buffer.bytes.append(UInt8(ascii: "\n"))
-                if buffer.bytes.count > 1 << 20 { try buffer.flush() }
-            }
-            try buffer.flush()
-            guard fsync(descriptor) == 0 else { throw TransferError("cannot sync \(output): \(String(cString: strerror(errno)))") }
+            let counts = try await StoreCommands.export(configuration, to: output)
             printError("exported \(counts.summary) to \(output)")
+        } catch let error as TransferError where error.kind == .file {
+            printError("pushdispatch: \(error)")
+            throw ExitCode(1)
         } catch {
-            unlink(output)
             printError("pushdispatch: export failed: \(error)")
             throw ExitCode(1)
         }
@@ -73,26 +51,18 @@ struct ImportCommand: AsyncParsableCommand {
 
     func run() async throws {
         let configuration = try loadConfiguration(config, purpose: .replay)
-        guard case .postgres = configuration.store else {
-            printError("pushdispatch: import fills a PostgreSQL store; \(config) configures store.sqlite")
-            throw ExitCode(2)
-        }
-        let bytes = try readFile(input, what: "the export")
-        let contents: StoreContents
-        let counts: StoreTransfer.Counts
         do {
-            (contents, counts) = try StoreTransfer.parse(bytes, instance: configuration.instanceName)
-        } catch {
+            let (counts, location) = try await StoreCommands.import(configuration, from: input)
+            printError("imported \(counts.summary) into \(location)")
+        } catch let error as TransferError where error.kind == .notPostgreSQL {
+            printError("pushdispatch: \(error)")
+            throw ExitCode(2)
+        } catch let error as TransferError where error.kind == .file {
+            printError("pushdispatch: \(error)")
+            throw ExitCode(1)
+        } catch let error as TransferError {
             printError("pushdispatch: \(input): \(error)")
             throw ExitCode(1)
-        }
-        var logger = Logger(label: "pushdispatch")
-        logger.logLevel = .warning
-        do {
-            guard let store = try await ServiceRuntime.openStore(configuration, logger: logger) as? PostgresStore else { return }
-            defer { store.close() }
-            try await store.importContents(contents)
-            printError("imported \(counts.summary) into \(store.location)")
         } catch {
             printError("pushdispatch: import failed, nothing was imported: \(error)")
             throw ExitCode(1)

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Foundation
+import PushCore
 import PushJOSE
+import PushService
 
 /// The contents of a file, or a validation error naming it.
 func readFile(_ path: String, what: String) throws -> [UInt8] {
@@ -16,5 +18,15 @@ func loadKeyRing(_ path: String) throws -> KeyRing {
         return try KeyRing(jwkSetText: try readFile(path, what: "the JWK Set"))
     } catch let error as JOSEError {
         throw ValidationError("\(path): \(error)")
+    }
+}
+
+/// Runs a line filter on standard input (``runLineFilter(_:)``); exits with status 1, after
+/// saying how many lines failed, if any did.
+func filterLines(command: String, unit: String, _ process: (UnsafeBufferPointer<UInt8>, inout JSONWriter) -> Bool) throws {
+    let failures = try runLineFilter(process)
+    if failures > 0 {
+        printError("pushdispatch \(command): \(failures) \(unit)\(failures == 1 ? "" : "s") failed")
+        throw ExitCode(1)
     }
 }

@@ -1,0 +1,325 @@
+import PushCore
+
+/// The delivery worker's decisions, without its awaits: events in (claimed, sent, answered,
+/// settled, stopping), actions out (claim this many, send these, settle with these, sleep until
+/// then, release those). A value type behind the ``Dispatcher``'s mutex, tested table-driven
+/// with no store, socket or sleep, as async-http-client tests its connection pool.
+///
+/// It decides:
+/// - how much to claim (free in-flight slots, at most ``Configuration/claimBatch`` at once) and
+///   which senders to leave out (paused until their probe, slowed down until their time);
+/// - which claimed notifications start now (per-provider and per-application bounds) and which
+///   wait for a slot;
+/// - what each answer settles to (SPEC §8): delivered, retried on the persisted schedule
+///   (never before `Retry-After`), discarded past the window, revoked (with a revoke
+///   notification unless the token is dead), released while paused, dropped as a defect;
+///   and which sender it pauses, slows down or resumes;
+/// - when to look again (the next due time, a probe, a slow-down's end; or when a send ends).
+public struct DispatchStateMachine: Sendable {
+    public struct Configuration: Sendable, Equatable {
+        public var retry: RetryPolicy
+        /// Sends at once per provider (`fcm`, `hms`, `webhook`).
+        public var perProvider: Int
+        /// Sends at once per application.
+        public var perApp: Int
+        /// Notifications claimed and not settled, at most.
+        public var maximumInFlight: Int
+        /// Notifications claimed in one read of the outbox, at most.
+        public var claimBatch: Int
+        /// How long a paused sender waits before it is tried again (milliseconds).
+        public var pauseProbe: Int64
+
+        public init(
+            retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, maximumInFlight: Int = 1_024, claimBatch: Int = 512,
+            pauseProbe: Int64 = 30_000
+        ) {
+            self.retry = retry
+            self.perProvider = max(1, perProvider)
+            self.perApp = max(1, perApp)
+            self.maximumInFlight = max(1, maximumInFlight)
+            self.claimBatch = max(1, claimBatch)
+            self.pauseProbe = max(1, pauseProbe)
+        }
+    }
+
+    /// Why a sender stopped sending.
+    public struct Pause: Sendable, Equatable {
+        public var reason: String
+        /// Milliseconds since the epoch.
+        public var since: Int64
+        /// When it is tried again.
+        public var probeAt: Int64
+    }
+
+    /// What to ask the outbox for.
+    public enum Claim: Sendable, Equatable {
+        /// Up to `limit` due notifications, senders in `excluding` left out.
+        case claim(limit: Int, excluding: Set<SenderKey>)
+        /// Every slot is taken: wait until a send ends.
+        case none
+    }
+
+    /// A claimed notification and the provider of its sender (`nil`: the application has no
+    /// sender for it).
+    public struct Claimed: Sendable, Equatable {
+        public var notification: StoredNotification
+        public var provider: String?
+
+        public init(_ notification: StoredNotification, provider: String?) {
+            self.notification = notification
+            self.provider = provider
+        }
+    }
+
+    /// A notification to send now, through the sender of `provider`.
+    public struct Send: Sendable, Equatable {
+        public var notification: StoredNotification
+        public var provider: String
+    }
+
+    /// After a claim: look again at once, or sleep until a time (`nil`: until woken).
+    public enum Next: Sendable, Equatable {
+        case claimAgain
+        case sleep(until: Int64?)
+    }
+
+    /// What one answer comes to: the settlement to store, and what to count and log.
+    public struct Decision: Sendable, Equatable {
+        public enum Note: Sendable, Equatable {
+            case delivered
+            /// Tried again at this time.
+            case retry(at: Int64)
+            /// Tried again at this time, and the application's sender waits until then.
+            case slowDown(until: Int64)
+            /// The retry window is over: the subscription's waiting notifications are discarded.
+            case discarded
+            /// The subscription is revoked (`delivery_rejected`).
+            case revoked
+            /// The sender is paused (`newly`: it was not before).
+            case paused(newly: Bool)
+            /// A payload the service built was refused: a defect, dropped.
+            case failed
+        }
+
+        public var settlement: Settlement
+        public var provider: String
+        public var notification: StoredNotification
+        public var note: Note
+        /// The reason the sender gave (logs).
+        public var reason: String
+        /// A revocation whose revoke notification is to be built before it is settled (the
+        /// settlement carries none yet).
+        public var needsNotice: Bool
+        /// The provider answered for good (the latency histogram counts it).
+        public var answered: Bool
+        /// The sender was paused and this answer resumes it.
+        public var resumed: Bool
+
+        /// The `outcome` label of `pushdispatch_deliveries_total`.
+        public var outcome: String {
+            switch note {
+            case .delivered: "delivered"
+            case .retry, .slowDown, .paused: "retry"
+            case .discarded: "discarded"
+            case .revoked: "revoked"
+            case .failed: "failed"
+            }
+        }
+    }
+
+    struct Completed: Sendable {
+        var notification: StoredNotification
+        var outcome: DeliveryOutcome
+        var provider: String
+    }
+
+    public let configuration: Configuration
+    /// Claimed and not settled (waiting for a slot, being sent, or answered and not settled).
+    public private(set) var inFlight = 0
+    var byProvider: [String: Int] = [:]
+    var byApp: [String: Int] = [:]
+    /// Claimed, waiting for a provider or application slot.
+    var waiting: [Send] = []
+    /// Answered (or unsendable), waiting for their settlement.
+    var completed: [Completed] = []
+    public private(set) var paused: [SenderKey: Pause] = [:]
+    var slowedUntil: [SenderKey: Int64] = [:]
+
+    public init(configuration: Configuration) {
+        self.configuration = configuration
+    }
+
+    // MARK: - Claims
+
+    /// What to claim now: as many as there are free slots (at most a batch), leaving out the
+    /// senders paused until a later probe and those slowed down until later.
+    public mutating func claim(now: Int64) -> Claim {
+        let free = configuration.maximumInFlight - inFlight
+        guard free > 0 else { return .none }
+        return .claim(limit: min(free, configuration.claimBatch), excluding: excluded(now: now))
+    }
+
+    /// The senders left out of claims at `now`; forgets slow-downs that are over.
+    mutating func excluded(now: Int64) -> Set<SenderKey> {
+        slowedUntil = slowedUntil.filter { $0.value > now }
+        return Set(paused.filter { $0.value.probeAt > now }.keys).union(slowedUntil.keys)
+    }
+
+    /// The earliest time a sender left out comes back (a probe, a slow-down's end).
+    func resumeAt(now: Int64) -> Int64? {
+        let probes = paused.values.map(\.probeAt).filter { $0 > now }
+        let ends = slowedUntil.values.filter { $0 > now }
+        return (probes + ends).min()
+    }
+
+    /// Takes claimed notifications in; returns those that start now (the others wait for a
+    /// slot). A notification without a sender waits on the retry schedule for the
+    /// configuration to be fixed.
+    public mutating func claimed(_ claimed: [Claimed]) -> [Send] {
+        inFlight += claimed.count
+        for item in claimed {
+            if let provider = item.provider {
+                waiting.append(Send(notification: item.notification, provider: provider))
+            } else {
+                let entry = item.notification.entry
+                let reason = "no \(entry.kind.rawValue) provider is configured for \(entry.app)"
+                completed.append(Completed(notification: item.notification, outcome: .retry(reason: reason, retryAfter: nil, slowDown: false), provider: "none"))
+            }
+        }
+        return startable()
+    }
+
+    /// What to do after a claim that returned `count` of `limit` (``claim(now:)``), given the
+    /// next due time the outbox holds: a full batch means more may be due; else sleep until the
+    /// next due time or the next return of a sender left out, whichever is first, and with no
+    /// free slot, until a send ends.
+    public func next(now: Int64, claimed count: Int, limit: Int?, nextDue: Int64?) -> Next {
+        guard let limit else { return .sleep(until: nil) }
+        if count > 0 && count == limit { return .claimAgain }
+        var wakeAt = resumeAt(now: now)
+        if let nextDue { wakeAt = min(wakeAt ?? .max, max(nextDue, now.saturatingAdding(1))) }
+        return .sleep(until: wakeAt)
+    }
+
+    /// The waiting notifications that have a free provider and application slot now.
+    public mutating func startable() -> [Send] {
+        var ready: [Send] = []
+        var kept: [Send] = []
+        for send in waiting {
+            let app = send.notification.entry.app
+            if byProvider[send.provider, default: 0] < configuration.perProvider, byApp[app, default: 0] < configuration.perApp {
+                byProvider[send.provider, default: 0] += 1
+                byApp[app, default: 0] += 1
+                ready.append(send)
+            } else {
+                kept.append(send)
+            }
+        }
+        waiting = kept
+        return ready
+    }
+
+    // MARK: - Answers
+
+    /// A send ended with `outcome`: its slots are free; its settlement waits for
+    /// ``decisions(now:random:)``.
+    public mutating func sent(_ send: Send, outcome: DeliveryOutcome) {
+        completed.append(Completed(notification: send.notification, outcome: outcome, provider: send.provider))
+        byProvider[send.provider, default: 1] -= 1
+        byApp[send.notification.entry.app, default: 1] -= 1
+    }
+
+    /// Whether answers wait for their settlement.
+    public var hasAnswers: Bool { !completed.isEmpty }
+
+    /// The settlements of every answer so far (in the order they came), deciding pauses,
+    /// slow-downs and resumptions as it goes. `random` gives each retry's jitter (uniform in
+    /// 0..<1). The notifications stay in flight until ``settled(_:)``.
+    public mutating func decisions(now: Int64, random: () -> Double) -> [Decision] {
+        let answers = completed
+        completed.removeAll(keepingCapacity: true)
+        return answers.map { decide($0, now: now, random: random()) }
+    }
+
+    /// `count` notifications were settled (or given up): they leave the flight.
+    public mutating func settled(_ count: Int) {
+        inFlight = max(0, inFlight - count)
+    }
+
+    mutating func decide(_ answer: Completed, now: Int64, random: Double) -> Decision {
+        let notification = answer.notification
+        let entry = notification.entry
+        let key = SenderKey(app: entry.app, kind: entry.kind)
+        var decision = Decision(
+            settlement: .release(id: notification.id), provider: answer.provider, notification: notification, note: .failed,
+            reason: answer.outcome.reason, needsNotice: false, answered: false, resumed: false)
+        switch answer.outcome {
+        case .delivered:
+            decision.resumed = resume(key)
+            decision.answered = true
+            decision.note = .delivered
+            decision.settlement = .delivered(id: notification.id)
+        case .retry(_, let retryAfter, let slowDown):
+            decision.resumed = resume(key)
+            let attempts = notification.attempts == .max ? .max : notification.attempts + 1
+            let first = notification.firstAttemptAt ?? now
+            guard let next = configuration.retry.nextAttempt(now: now, firstAttempt: first, attempts: attempts, retryAfter: retryAfter, random: random)
+            else {
+                decision.note = .discarded
+                decision.settlement = .discard(id: notification.id, subscriptionHandle: entry.subscriptionHandle)
+                return decision
+            }
+            if slowDown {
+                slowedUntil[key] = max(slowedUntil[key] ?? 0, next)
+                decision.note = .slowDown(until: next)
+            } else {
+                decision.note = .retry(at: next)
+            }
+            decision.settlement = .retry(id: notification.id, nextAttemptAt: next, firstAttemptAt: first, attempts: attempts)
+        case .revokeDeadToken, .revoke:
+            decision.resumed = resume(key)
+            decision.answered = true
+            decision.note = .revoked
+            let deadToken: Bool = if case .revokeDeadToken = answer.outcome { true } else { false }
+            // A revocation is never answered with another; a dead token cannot receive one (a
+            // webhook still can).
+            decision.needsNotice = entry.notification != .revoke && (!deadToken || entry.kind == .webhook)
+            decision.settlement = .revoke(id: notification.id, subscriptionHandle: entry.subscriptionHandle, notification: nil)
+        case .pause(let reason), .refreshCredentials(let reason):
+            let newly = paused[key] == nil
+            paused[key] = Pause(reason: reason, since: paused[key]?.since ?? now, probeAt: now.saturatingAdding(configuration.pauseProbe))
+            decision.note = .paused(newly: newly)
+            decision.settlement = .release(id: notification.id)
+        case .failed:
+            decision.resumed = resume(key)
+            decision.answered = true
+            decision.note = .failed
+            decision.settlement = .drop(id: notification.id)
+        }
+        return decision
+    }
+
+    /// A paused sender whose send worked again is resumed; whether it was paused.
+    mutating func resume(_ key: SenderKey) -> Bool {
+        paused.removeValue(forKey: key) != nil
+    }
+
+    // MARK: - Stopping
+
+    /// Whether nothing is being sent: every notification in flight is waiting for a slot or for
+    /// its settlement.
+    public var nothingSending: Bool { inFlight - waiting.count - completed.count <= 0 }
+
+    /// Stopping: the notifications claimed and not started, to release (they go back to
+    /// waiting as they were, no attempt counted).
+    public mutating func unsent() -> [StoredNotification] {
+        defer { waiting.removeAll() }
+        return waiting.map(\.notification)
+    }
+
+    /// No notification claimed, in flight or waiting for its settlement.
+    public var isIdle: Bool { inFlight == 0 && completed.isEmpty }
+
+    /// The applications with a paused sender (readiness lists them).
+    public var pausedApplications: [String] { Array(Set(paused.keys.map(\.app))).sorted() }
+}

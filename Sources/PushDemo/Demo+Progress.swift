@@ -1,0 +1,153 @@
+import AsyncHTTPClient
+import Foundation
+import Logging
+import NIOCore
+import NIOHTTP1
+import PushCore
+import PushJOSE
+import PushService
+import PushTestSupport
+import Synchronization
+
+extension Demo {
+    /// Prints what the fakes receive as it arrives.
+    func follow() async {
+        while !Task.isCancelled {
+            printNew()
+            try? await Task.sleep(for: .milliseconds(25))
+        }
+        printNew()
+    }
+
+    func printNew() {
+        let received = fakes.received.filter { ["fcm", "hms", "webhook"].contains($0.provider) }
+        let start = printed.withLock { count -> Int in
+            defer { count = received.count }
+            return count
+        }
+        guard start < received.count else { return }
+        for request in received[start...] { describe(request) }
+    }
+
+    func describe(_ request: FakeProviders.Received) {
+        let subscription = subscriptions.first { $0.provider == request.provider && $0.target == request.target }
+        let name = subscription?.name ?? request.target
+        let answer: String
+        switch (request.provider, request.status) {
+        case (_, 200) where request.provider == "hms": answer = "HMS answered 200 (code 80000000, success)"
+        case (_, 200) where retried(request): answer = "FCM answered 200: the retry of the 503 above went through"
+        case (_, 200): answer = "\(request.provider == "fcm" ? "FCM" : "the webhook") answered 200"
+        case ("fcm", 503): answer = "FCM answered 503 UNAVAILABLE: retried after the back-off (1 s ±20 %)"
+        case ("hms", _) where String(decoding: request.data, as: UTF8.self).contains("OnlyKeys"): answer = "HMS answered 200"
+        case ("fcm", 404): answer = "FCM answered 404 UNREGISTERED: the subscription is revoked (reason delivery_rejected), nothing more is sent to it"
+        default: answer = "answered \(request.status)"
+        }
+        say("     → \(pad(name, 10)) via \(pad(request.provider, 7)) \(answer)")
+        guard request.status == 200 || request.status == 404 || request.status == 503 else { return }
+        let event: String
+        if request.provider == "webhook" {
+            event = "body " + String(decoding: request.data, as: UTF8.self)
+        } else {
+            let payload = String(decoding: request.data, as: UTF8.self)
+            let version = payload.contains("\"ver\":\"v2\"") ? (payload.contains("\"kid\"") ? "v2, encrypted (JWE)" : "v2, signed (JWS)") : "v1"
+            let size = request.data.count
+            if let decoded = try? PayloadDecoder(keys: keys).decode(request.data) {
+                event = "\(version), \(size) bytes; decoded: \(String(decoding: decoded, as: UTF8.self).clipped(220))"
+            } else {
+                event = "\(version), \(size) bytes: \(payload.clipped(220))"
+            }
+        }
+        say("                        \(event)")
+    }
+
+    /// Whether the request before this one to the same target was refused with a 503.
+    func retried(_ request: FakeProviders.Received) -> Bool {
+        let earlier = fakes.received(provider: request.provider).filter { $0.target == request.target && $0.arrivedAt <= request.arrivedAt }
+        return earlier.count >= 2 && earlier[earlier.count - 2].status == 503
+    }
+
+    /// Waits until nothing new arrived at the fakes for a moment (the notifications of a record
+    /// have gone out).
+    func waitQuietly() async throws {
+        var last = -1
+        var stable = 0
+        while stable < 6 {
+            try await Task.sleep(for: .milliseconds(50))
+            let count = fakes.received.count
+            stable = count == last ? stable + 1 : 0
+            last = count
+        }
+    }
+
+    func statuses(_ name: String) -> [Int] {
+        guard let subscription = subscriptions.first(where: { $0.name == name }) else { return [] }
+        return fakes.received(provider: subscription.provider).filter { $0.target == subscription.target }.map(\.status)
+    }
+
+    /// Every step of the story, checked: what each device and webhook must have received.
+    func waitForExpectations() async throws {
+        let expectations: [(String, () -> Bool)] = [
+            ("pixel received its profile, then a TooBig payload", { self.statuses("pixel").filter { $0 == 200 }.count >= 3 && self.seen("pixel", "TooBig") }),
+            ("iphone was woken up for the inbox", { self.statuses("iphone").contains(200) }),
+            ("mate received child events, then an OnlyKeys one", { self.statuses("mate").filter { $0 == 200 }.count >= 3 && self.seen("mate", "OnlyKeys") }),
+            ("tablet received encrypted values", { self.statuses("tablet").filter { $0 == 200 }.count >= 3 }),
+            ("the webhook received the order", { self.statuses("crm").contains(200) }),
+            ("flaky-phone: a 503, then delivered after the retry", { self.statuses("flaky").first == 503 && self.statuses("flaky").contains(200) }),
+            ("old-phone: UNREGISTERED once, then nothing", { self.statuses("old-phone") == [404] }),
+        ]
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if expectations.allSatisfy({ $0.1() }) { break }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        try await waitQuietly()
+        for (what, holds) in expectations where !holds() { failures.append(what) }
+    }
+
+    /// Whether `name` received a payload whose event has status `status`.
+    func seen(_ name: String, _ status: String) -> Bool {
+        guard let subscription = subscriptions.first(where: { $0.name == name }) else { return false }
+        return fakes.received(provider: subscription.provider).contains { request in
+            guard request.target == subscription.target, let event = try? PayloadDecoder(keys: keys).decode(request.data) else { return false }
+            return (try? JSONParser.parse(event))?["s"] == .string(status)
+        }
+    }
+
+    func checkRevoked() async throws {
+        guard let old = subscriptions.first(where: { $0.name == "old-phone" }) else { return }
+        let answer = try await request("/datasync/v2/toto/subscriptions/alice/\(old.id)", method: .GET, body: nil)
+        say("\n4. After UNREGISTERED: GET of old-phone's subscription answers \(answer.status) (it was revoked and deleted).")
+        if answer.status != 404 { failures.append("old-phone's subscription still exists (\(answer.status))") }
+    }
+
+    func summaryTable() async throws {
+        say("\n5. Summary: what each subscription received")
+        say("   \(pad("name", 10)) \(pad("provider", 8)) \(pad("mode", 10)) \(pad("format", 7)) \(pad("200", 4)) \(pad("other", 6)) subscribed")
+        for subscription in subscriptions {
+            let statuses = statuses(subscription.name)
+            let answer = try await request("/datasync/v2/toto/subscriptions/alice/\(subscription.id)", method: .GET, body: nil)
+            let format = subscription.provider == "webhook" ? "-" : (subscription.document["format"]?.stringValue ?? "v2")
+            let mode = subscription.document["mode"]?.stringValue ?? "noData"
+            let other = statuses.filter { $0 != 200 }.map(String.init).joined(separator: ",")
+            say(
+                "   \(pad(subscription.name, 10)) \(pad(subscription.provider, 8)) \(pad(mode, 10)) \(pad(format, 7)) "
+                    + "\(pad(String(statuses.filter { $0 == 200 }.count), 4)) \(pad(other.isEmpty ? "-" : other, 6)) \(answer.status == 200 ? "yes" : "no (revoked)")")
+        }
+    }
+
+    func metrics() async throws {
+        let answer = try await get("/metrics")
+        let text = String(decoding: answer.body, as: UTF8.self)
+        say("\n6. From /metrics (Prometheus text):")
+        for line in text.split(separator: "\n") where !line.hasPrefix("#") {
+            let interesting = ["pushdispatch_deliveries_total", "pushdispatch_records_ingested_total", "pushdispatch_revocations_total",
+                "pushdispatch_retries_total", "pushdispatch_events_total", "pushdispatch_outbox_depth", "pushdispatch_subscriptions"]
+            if interesting.contains(where: { line.hasPrefix($0) }), !line.hasSuffix(" 0"), !line.hasSuffix(" 0.0") { say("   \(line)") }
+        }
+        let status = try await get("/status")
+        if let json = try? JSONParser.parse(status.body) {
+            say("\n7. pushdispatch status (the same table an operator gets from a running service):")
+            for line in StatusTable.render(json).split(separator: "\n", omittingEmptySubsequences: false) { say("   \(line)") }
+        }
+    }
+}

@@ -1,0 +1,103 @@
+import Logging
+import PushCore
+import ServiceLifecycle
+
+/// Processes the records of the applications this instance holds: an application's tree is
+/// loaded from its last committed state when its lease is taken; its records are taken from
+/// the inbox in order, through the ``RecordEngine``, and committed with their removal from the
+/// inbox under the lease (``LeaseFence``: a commit after the lease was lost writes nothing, and
+/// the records stay for the new owner).
+///
+/// The records were checked when the intake accepted them (their JSON, their `seq`); they are
+/// counted there too.
+public struct ApplicationOwner: Service {
+    let store: any ClusterStore
+    let leases: LeaseKeeper
+    let engine: RecordEngine
+    let registry: SubscriptionRegistry
+    let writer: BatchWriter
+    let wake: Wakeup
+    let clock: any ServiceClock
+    let logger: Logger
+    let batchLines: Int
+
+    public init(
+        store: any ClusterStore, leases: LeaseKeeper, engine: RecordEngine, registry: SubscriptionRegistry, writer: BatchWriter, wake: Wakeup,
+        clock: any ServiceClock, batchLines: Int = 2_000, logger: Logger
+    ) {
+        self.store = store
+        self.leases = leases
+        self.engine = engine
+        self.registry = registry
+        self.writer = writer
+        self.wake = wake
+        self.clock = clock
+        self.batchLines = batchLines
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        var engine = self.engine
+        let snapshots = SnapshotWriter(store: store, logger: logger)
+        var loaded: [String: Int64] = [:]  // application → the token its tree was loaded under
+        while !Task.isCancelled && !Task.isShuttingDownGracefully {
+            let held = leases.leases
+            for (app, token) in loaded where held[app] != token {
+                engine.forget(app: app)
+                loaded[app] = nil
+            }
+            var worked = false
+            for (app, token) in held.sorted(by: { $0.key < $1.key }) {
+                if Task.isShuttingDownGracefully { break }
+                do {
+                    if loaded[app] == nil {
+                        let one = try await TreeLoader.tree(app: app, from: store)
+                        engine.load(app: app, tree: one.tree, journalBytes: one.journalBytes)
+                        loaded[app] = token
+                        logger.info("application tree loaded", metadata: ["app": "\(app)", "journalRecords": "\(one.records)"])
+                    }
+                    let records = try await store.inbox(app: app, limit: batchLines)
+                    if records.isEmpty { continue }
+                    worked = true
+                    // The index learns every subscription committed before these records were
+                    // (read after them): a subscription created through any instance before a
+                    // record was accepted is matched against it.
+                    try await registry.sync()
+                    let now = clock.now
+                    let prepared = try await engine.prepare(Self.lines(records, now: now), now: now)
+                    let fence = LeaseFence(app: app, token: token, holder: leases.instance, consumed: records.map(\.id))
+                    for snapshot in try await writer.commit(prepared, { try await store.commit($0, fence: fence) }) {
+                        await snapshots.write(snapshot)
+                    }
+                } catch let error as StoreError where error.kind == .leaseLost {
+                    leases.lost(app)
+                    engine.forget(app: app)
+                    loaded[app] = nil
+                } catch {
+                    if Task.isCancelled { return }
+                    logger.error("processing an application failed; retrying", metadata: ["app": "\(app)", "error": "\(error)"])
+                    engine.forget(app: app)  // reloaded from what was committed
+                    loaded[app] = nil
+                    try? await Task.sleep(for: .milliseconds(500))
+                }
+            }
+            if !worked { await wake.wait(upTo: .milliseconds(500)) }
+        }
+        await leases.releaseAll()
+    }
+
+    /// The inbox's records as checked lines. They were checked when accepted; one that no
+    /// longer reads as a record (a damaged row) is dead-lettered with why.
+    static func lines(_ records: [InboxRecord], now: Int64) -> CheckedLines {
+        var checked = CheckedLines()
+        for record in records {
+            let line = IngestLine(bytes: record.line, source: record.source, position: record.position)
+            do {
+                checked.accepted.append((line, try ChangeRecord.parse(record.line)))
+            } catch {
+                checked.reject(line, error, now: now)
+            }
+        }
+        return checked
+    }
+}

@@ -1,0 +1,91 @@
+import Logging
+import PushCore
+
+/// Commits prepared batches, in the order durability needs: the refused lines on disk first (a
+/// refused line is never lost), then the batch in one transaction, then the socket answers
+/// (an acknowledged record is durable), the counters, and the wake-ups (the delivery worker,
+/// the index after revocations).
+public struct BatchWriter: Sendable {
+    let deadLetters: any DeadLetterSink
+    let counters: IngestCounters
+    let index: any SubscriptionIndexFollower
+    let outbox: any OutboxListener
+    let logger: Logger
+
+    public init(
+        deadLetters: any DeadLetterSink, counters: IngestCounters, index: any SubscriptionIndexFollower, outbox: any OutboxListener,
+        logger: Logger
+    ) {
+        self.deadLetters = deadLetters
+        self.counters = counters
+        self.index = index
+        self.outbox = outbox
+        self.logger = logger
+    }
+
+    /// Commits `prepared` through `commit` (the store's plain commit, or a fenced one); returns
+    /// the snapshots now due, each with the journal row it covers.
+    public func commit(_ prepared: PreparedBatch, _ commit: (CommitBatch) async throws -> CommitResult) async throws -> [SnapshotRequest] {
+        try await writeLetters(prepared.intake.letters)
+        let result = try await retryingIngestion("committing a batch", logger: logger) { try await commit(prepared.batch) }
+        counters.committed(prepared.intake.counts)
+        for (ack, answer) in prepared.intake.answers { ack.complete(answer) }
+        if !result.revoked.isEmpty { index.nudge() }
+        if result.queued > 0 || result.coalesced > 0 { outbox.outboxChanged() }
+        logger.debug(
+            "batch committed",
+            metadata: [
+                "lines": "\(prepared.intake.accepted.count + prepared.intake.letters.count)", "accepted": "\(prepared.intake.accepted.count)",
+                "queued": "\(result.queued)", "coalesced": "\(result.coalesced)",
+            ])
+        return prepared.snapshots.compactMap { snapshot in
+            result.journalIDs[snapshot.app].map { SnapshotRequest(app: snapshot.app, tree: snapshot.tree, through: $0) }
+        }
+    }
+
+    /// Makes checked lines durable some other way than by a commit of their effects (the
+    /// shared inbox, through `store`): the refused lines on disk first, then `store` (retried
+    /// while it fails), then the answers and the counts.
+    public func accept(_ checked: CheckedLines, _ what: String, _ store: () async throws -> Void) async throws {
+        try await writeLetters(checked.letters)
+        try await retryingIngestion(what, logger: logger, store)
+        counters.committed(checked.counts)
+        for (ack, answer) in checked.answers { ack.complete(answer) }
+    }
+
+    /// Writes refused lines to the dead-letter file, durably (retrying while it fails).
+    public func writeLetters(_ letters: [DeadLetter]) async throws {
+        guard !letters.isEmpty else { return }
+        try await retryingIngestion("writing the dead-letter file", logger: logger) { try deadLetters.append(letters) }
+        logger.warning("change records rejected; see the dead-letter file", metadata: ["count": "\(letters.count)", "file": "\(deadLetters.location)"])
+    }
+}
+
+/// A tree to snapshot: an application's tree as of the journal row `through`.
+public struct SnapshotRequest: Sendable {
+    public var app: String
+    public var tree: DataTree
+    public var through: Int64
+}
+
+/// Writes tree snapshots (docs/durability.md): the tree serialised, stored in chunks, the
+/// journal rows it covers forgotten.
+public struct SnapshotWriter: Sendable {
+    let store: any IngestStore
+    let logger: Logger
+
+    public init(store: any IngestStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+    }
+
+    public func write(_ request: SnapshotRequest) async {
+        var writer = JSONWriter(capacity: 1 << 20)
+        writer.write(request.tree.root ?? .null)
+        let bytes = writer.bytes
+        try? await retryingIngestion("writing a snapshot", logger: logger) {
+            try await store.saveSnapshot(app: request.app, tree: bytes, through: request.through)
+        }
+        logger.info("tree snapshot written", metadata: ["app": "\(request.app)", "bytes": "\(bytes.count)", "throughJournal": "\(request.through)"])
+    }
+}

@@ -1,0 +1,74 @@
+import PushCore
+import Synchronization
+
+/// What ingestion did (SPEC §11.13): `pushdispatch_records_ingested_total{source}`,
+/// `pushdispatch_records_rejected_total{reason}`, `pushdispatch_events_total{mode,status}`,
+/// `pushdispatch_revocations_total{reason}`. Counted once the batch committed; also kept in
+/// memory for `status` and tests.
+public final class IngestCounters: Sendable {
+    /// One batch's counts, gathered while it is prepared.
+    public struct Batch: Sendable {
+        public var ingested: [String: Int] = [:]
+        public var rejected: [String: Int] = [:]
+        public var events: [String: Int] = [:]
+        public var revocations: [String: Int] = [:]
+
+        public init() {}
+
+        /// Adds another batch's counts.
+        public mutating func add(_ other: Batch) {
+            ingested.merge(other.ingested, uniquingKeysWith: +)
+            rejected.merge(other.rejected, uniquingKeysWith: +)
+            events.merge(other.events, uniquingKeysWith: +)
+            revocations.merge(other.revocations, uniquingKeysWith: +)
+        }
+
+        mutating func event(mode: Mode, status: PayloadStatus?) {
+            events["\(mode.rawValue)/\((status ?? .ok).rawValue)", default: 0] += 1
+        }
+    }
+
+    struct Totals {
+        var ingested: [String: Int] = [:]
+        var rejected: [String: Int] = [:]
+    }
+
+    let metrics: any MetricsRecorder
+    let totals = Mutex(Totals())
+
+    public init(metrics: any MetricsRecorder = NoMetrics()) {
+        self.metrics = metrics
+    }
+
+    public func committed(_ batch: Batch) {
+        totals.withLock { totals in
+            for (source, count) in batch.ingested { totals.ingested[source, default: 0] += count }
+            for (reason, count) in batch.rejected { totals.rejected[reason, default: 0] += count }
+        }
+        for (source, count) in batch.ingested { metrics.increment("pushdispatch_records_ingested_total", [("source", source)], by: count) }
+        for (reason, count) in batch.rejected { metrics.increment("pushdispatch_records_rejected_total", [("reason", reason)], by: count) }
+        for (key, count) in batch.events {
+            let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
+            metrics.increment("pushdispatch_events_total", [("mode", parts[0]), ("status", parts.count > 1 ? parts[1] : "OK")], by: count)
+        }
+        for (reason, count) in batch.revocations { metrics.increment("pushdispatch_revocations_total", [("reason", reason)], by: count) }
+    }
+
+    /// Records accepted, by source.
+    public var ingested: [String: Int] { totals.withLock { $0.ingested } }
+    /// Records rejected, by reason label.
+    public var rejected: [String: Int] { totals.withLock { $0.rejected } }
+
+    /// A bounded label for a rejection (the reason's text names values; a label must not):
+    /// `too_long`; `invalid_<field>` when the reason starts with one of the record's fields
+    /// (`invalid_seq`, `invalid_path`, …); `not_json` for anything else (the line is not a
+    /// JSON object).
+    public static func reasonLabel(_ reason: String) -> String {
+        if reason.hasPrefix("the line is") { return "too_long" }
+        let word = reason.prefix { $0.isLetter }
+        if ["app", "seq", "op", "path", "data", "uid", "reason", "ts"].contains(String(word)), reason.dropFirst(word.count).first.map({ $0 == ":" || $0 == " " }) == true {
+            return "invalid_" + word
+        }
+        return "not_json"
+    }
+}

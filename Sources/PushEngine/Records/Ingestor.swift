@@ -1,0 +1,93 @@
+import Logging
+import PushCore
+import ServiceLifecycle
+
+/// A single instance's record processing: lines from the sources are checked
+/// (``LineChecker``), run through the ``RecordEngine`` in batches, and each batch's
+/// notifications, tree journal and source checkpoints commit in one transaction (group
+/// commit, ``BatchWriter``), then socket clients get their answers. A crash loses nothing and
+/// duplicates nothing: what was committed is resumed from, what was not is read again.
+///
+/// Processing and committing overlap: while batch N commits (the store's writer: SQLite pages
+/// and the fsync), batch N + 1 is processed (parse, trees, matching, payloads). Commits stay
+/// one at a time and in order, and nothing of a batch is answered or snapshotted before it
+/// committed, so a crash still loses nothing: batch N + 1 was neither committed nor
+/// checkpointed, and it is read again.
+public struct Ingestor: Service {
+    public struct Configuration: Sendable {
+        /// Lines taken per batch at most (fewer when fewer wait: no batch waits to fill up).
+        public var batchLines = 2_000
+
+        public init(batchLines: Int = 2_000) {
+            self.batchLines = batchLines
+        }
+    }
+
+    let queue: IngestQueue
+    let store: any IngestStore
+    let checker: LineChecker
+    let engine: RecordEngine
+    let writer: BatchWriter
+    let clock: any ServiceClock
+    let configuration: Configuration
+    let logger: Logger
+
+    /// - Parameters:
+    ///   - checker: the sources' watermarks as checkpointed.
+    ///   - engine: the trees as loaded.
+    public init(
+        queue: IngestQueue, store: any IngestStore, checker: LineChecker, engine: RecordEngine, writer: BatchWriter, clock: any ServiceClock,
+        configuration: Configuration = Configuration(), logger: Logger
+    ) {
+        self.queue = queue
+        self.store = store
+        self.checker = checker
+        self.engine = engine
+        self.writer = writer
+        self.clock = clock
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    public func run() async throws {
+        let (snapshots, snapshotRequests) = AsyncStream<SnapshotRequest>.makeStream()
+        let snapshotWriter = SnapshotWriter(store: store, logger: logger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                // Snapshots are serialised and written beside the processing, which goes on.
+                for await request in snapshots { await snapshotWriter.write(request) }
+            }
+            defer { snapshotRequests.finish() }
+            try await withGracefulShutdownHandler {
+                try await consume(snapshots: snapshotRequests)
+            } onGracefulShutdown: {
+                queue.finish()
+            }
+            snapshotRequests.finish()
+            try await group.waitForAll()
+        }
+    }
+
+    /// Takes batches from the queue until it is finished and drained, committing each while
+    /// the next is processed.
+    func consume(snapshots: AsyncStream<SnapshotRequest>.Continuation) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { commits in
+            var checker = self.checker
+            var engine = self.engine
+            var committing = false
+            while true {
+                let lines = await queue.receive(limit: configuration.batchLines)
+                if lines.isEmpty { break }  // finished and drained
+                let now = clock.now
+                let prepared = try await engine.prepare(checker.check(lines, now: now), now: now)
+                // One commit at a time, in order.
+                if committing { try await commits.next() }
+                commits.addTask {
+                    for request in try await writer.commit(prepared, { try await store.commit($0) }) { snapshots.yield(request) }
+                }
+                committing = true
+            }
+            try await commits.waitForAll()
+        }
+    }
+}

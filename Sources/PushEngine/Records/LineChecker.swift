@@ -1,0 +1,95 @@
+import PushCore
+
+/// The checks a line passes before its record is applied (SPEC §4, §11.2): its length, a valid
+/// change record, and a `seq` after the last accepted one of its source. The single instance's
+/// ``Ingestor``, the shared ``InboxIntake`` and `replay` all check lines here; a watermark
+/// moves only with an accepted record.
+public struct LineChecker: Sendable {
+    /// The last accepted `seq` of each source, by source key.
+    public private(set) var watermarks: [String: Int64]
+    /// Longest line accepted (a longer one reaches the checker cut, with its length).
+    public let maxLineBytes: Int
+
+    public init(watermarks: [String: Int64] = [:], maxLineBytes: Int = 16 << 20) {
+        self.watermarks = watermarks
+        self.maxLineBytes = maxLineBytes
+    }
+
+    /// Checks one line of the source whose watermark is kept under `source`; accepted, the
+    /// watermark moves to the record's `seq`.
+    public mutating func check(_ line: IngestLine, source: String) -> Result<ChangeRecord, RecordError> {
+        if let length = line.overflow {
+            return .failure(RecordError("the line is \(length) bytes; a record is at most \(maxLineBytes) bytes"))
+        }
+        return check(line.bytes, source: source)
+    }
+
+    /// Checks one line's bytes (no length limit: `replay` reads whole files).
+    public mutating func check(_ bytes: [UInt8], source: String) -> Result<ChangeRecord, RecordError> {
+        let record: ChangeRecord
+        do {
+            record = try ChangeRecord.parse(bytes)
+        } catch {
+            return .failure(error)
+        }
+        if let error = Self.sequenceError(record.seq, after: watermarks[source]) { return .failure(error) }
+        watermarks[source] = record.seq
+        return .success(record)
+    }
+
+    /// Checks a batch of lines, in order; `key` names each line's watermark. What a refused
+    /// line leaves (its dead letter, its answer, its count) and what an accepted one leaves (its
+    /// answer, its count) is gathered with the sources' checkpoints as of the batch.
+    public mutating func check(_ lines: [IngestLine], now: Int64, key: (String) -> String = { $0 }) -> CheckedLines {
+        var checked = CheckedLines()
+        var positions: [String: (position: Int64, identity: String?)] = [:]
+        for line in lines {
+            let source = key(line.source)
+            positions[source] = (line.resumePosition, line.fileIdentity)
+            switch check(line, source: source) {
+            case .success(let record):
+                checked.accepted.append((line, record))
+                checked.counts.ingested[line.source, default: 0] += 1
+                if let ack = line.ack { checked.answers.append((ack, .accepted(seq: record.seq))) }
+            case .failure(let error):
+                checked.reject(line, error, now: now)
+            }
+        }
+        checked.checkpoints = positions.sorted { $0.key < $1.key }.map { source, position in
+            SourceCheckpoint(source: source, lastSeq: watermarks[source], position: position.position, fileIdentity: position.identity)
+        }
+        return checked
+    }
+
+    /// Why `seq` cannot follow `last`, the last accepted seq of its source (SPEC §4: strictly
+    /// increasing per source); `nil` when it can.
+    public static func sequenceError(_ seq: Int64, after last: Int64?) -> RecordError? {
+        guard let last, seq <= last else { return nil }
+        let what = seq == last ? "repeats" : "goes back from"
+        return RecordError("seq \(seq) \(what) the last accepted seq \(last) of this source; seq must increase", seq: seq)
+    }
+}
+
+/// A batch of lines after their checks: the accepted records in order, and what the batch
+/// leaves besides its records' effects.
+public struct CheckedLines: Sendable {
+    /// Accepted records, in order, with their lines (journal, answers).
+    public var accepted: [(line: IngestLine, record: ChangeRecord)] = []
+    /// Refused lines, for the dead-letter file (durable before the checkpoint that skips them).
+    public var letters: [DeadLetter] = []
+    /// Socket answers, given once the batch is durable.
+    public var answers: [(IngestAck, AckResult)] = []
+    /// Where each source stands after the batch (`nil` for records that come from the inbox:
+    /// the intake that accepted them keeps their sources' checkpoints).
+    public var checkpoints: [SourceCheckpoint] = []
+    public var counts = IngestCounters.Batch()
+
+    public init() {}
+
+    /// Refuses `line` for `error`: dead-lettered, answered, counted.
+    public mutating func reject(_ line: IngestLine, _ error: RecordError, now: Int64) {
+        counts.rejected[IngestCounters.reasonLabel(error.reason), default: 0] += 1
+        letters.append(DeadLetter(timestamp: now, source: line.source, position: line.position, reason: error.reason, line: line.bytes))
+        if let ack = line.ack { answers.append((ack, .rejected(seq: error.seq, reason: error.reason))) }
+    }
+}

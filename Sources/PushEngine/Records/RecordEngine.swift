@@ -1,0 +1,136 @@
+import Logging
+import PushCore
+
+/// The record engine: checked change records in, one commit's worth of effects out. Each
+/// record goes through the ``RecordPipeline`` (its application's tree, the matching index, the
+/// events of SPEC §6), the notices of the whole batch are resolved against the stored
+/// subscriptions in one read, and each is built into its payload (SPEC §7) by the
+/// ``NotificationBuilder``. Nothing is written here: the ``BatchWriter`` commits the result.
+///
+/// The single instance's ``Ingestor`` and the shared instances' ``ApplicationOwner`` both run
+/// their records through it; they differ only in where records come from and how the batch
+/// commits.
+public struct RecordEngine: Sendable {
+    public struct Configuration: Sendable {
+        /// A snapshot of an application's tree is due once this many bytes of its records were
+        /// journalled since the last one. Default 64 MiB.
+        public var snapshotAfterBytes: Int
+
+        public init(snapshotAfterBytes: Int = 64 << 20) {
+            self.snapshotAfterBytes = snapshotAfterBytes
+        }
+    }
+
+    var pipeline: RecordPipeline
+    var builder: NotificationBuilder
+    /// Journal bytes since each application's snapshot (the snapshot policy's measure).
+    var journalBytes: [String: Int]
+    let registry: SubscriptionRegistry
+    let configuration: Configuration
+    let logger: Logger
+
+    /// - Parameters:
+    ///   - trees: the trees as loaded at start (``TreeLoader``), or none (an owner loads each
+    ///     application's when it takes it).
+    public init(
+        trees: TreeLoader.Loaded = TreeLoader.Loaded(), settings: @escaping @Sendable (String) -> PipelineSettings, sealers: any SealerProvider,
+        registry: SubscriptionRegistry, configuration: Configuration = Configuration(), logger: Logger
+    ) {
+        self.pipeline = RecordPipeline(processor: trees.processor, settings: settings)
+        self.builder = NotificationBuilder(sealers: sealers)
+        self.journalBytes = trees.journalBytes
+        self.registry = registry
+        self.configuration = configuration
+        self.logger = logger
+    }
+
+    /// Applies the accepted records of `lines` in order: the trees and the index move on, the
+    /// notifications are built. Throws only when the stored subscriptions cannot be read
+    /// (after retries, at a stop); nothing is written.
+    public mutating func prepare(_ lines: CheckedLines, now: Int64) async throws -> PreparedBatch {
+        var prepared = PreparedBatch(batch: CommitBatch(now: now), intake: lines)
+        prepared.batch.checkpoints = lines.checkpoints
+        // The records are applied in order; the notices of the batch's writes are resolved
+        // against the stored subscriptions in one read of the directory, then built.
+        var staged: [(record: ChangeRecord, notices: RecordPipeline.PendingNotices)] = []
+        for (line, record) in lines.accepted {
+            let outcome = try await retryingIngestion("reading subscriptions", logger: logger) {
+                try await pipeline.stage(record, lookup: registry, directory: registry)
+            }
+            if outcome.changedTree {
+                prepared.batch.journal[record.app, default: []] += line.bytes
+                prepared.batch.journal[record.app]!.append(UInt8(ascii: "\n"))
+            }
+            if !outcome.notices.isEmpty { staged.append((record, outcome.notices)) }
+        }
+        let handles = staged.flatMap(\.notices.handles)
+        let stored =
+            handles.isEmpty
+            ? [:] : try await retryingIngestion("reading subscriptions", logger: logger) { try await registry.subscriptions(handles: handles) }
+        for (record, pending) in staged {
+            for notice in pending.resolve(stored) {
+                append(notice, seq: record.seq, to: &prepared)
+            }
+        }
+        for (app, bytes) in prepared.batch.journal {
+            journalBytes[app, default: 0] += bytes.count
+            if journalBytes[app]! >= configuration.snapshotAfterBytes {
+                prepared.snapshots.append((app, pipeline.processor.trees[app] ?? DataTree()))
+                journalBytes[app] = 0
+            }
+        }
+        return prepared
+    }
+
+    /// Builds one notice into the batch, in delivery order.
+    mutating func append(_ notice: Notice, seq: Int64, to prepared: inout PreparedBatch) {
+        let entry: OutboxEntry?
+        do {
+            let built = try builder.payload(notice)
+            entry = OutboxEntry(notice, payload: built.bytes, recordSeq: seq)
+            if case .revoke(let reason) = notice.event.body {
+                prepared.intake.counts.revocations[reason.rawValue, default: 0] += 1
+            } else {
+                prepared.intake.counts.event(mode: notice.subscription.mode, status: built.status)
+            }
+        } catch {
+            logger.error(
+                "a notification cannot be built; it is not sent",
+                metadata: ["subscription": "\(notice.subscription.id)", "seq": "\(seq)", "error": "\(error)"])
+            entry = nil
+        }
+        let handle = notice.subscription.handle ?? 0
+        if notice.revokes {
+            prepared.batch.operations.append(.revoke(handle: handle, notification: entry, condition: .exists))
+        } else if let entry {
+            prepared.batch.operations.append(.notify(entry))
+        }
+    }
+
+    /// Takes over an application's tree as stored (an owner that took its lease).
+    public mutating func load(app: String, tree: DataTree, journalBytes bytes: Int) {
+        pipeline.processor.setTree(tree, app: app)
+        journalBytes[app] = bytes
+    }
+
+    /// Forgets an application this instance no longer processes.
+    public mutating func forget(app: String) {
+        pipeline.processor.setTree(DataTree(), app: app)
+        journalBytes[app] = nil
+    }
+}
+
+/// A batch of records processed, to commit: its outbox operations, journal and checkpoints, and
+/// what its lines leave (dead letters, answers, counts), with the trees whose snapshots are due
+/// once it committed.
+public struct PreparedBatch: Sendable {
+    public var batch: CommitBatch
+    public var intake: CheckedLines
+    /// Trees to snapshot once the batch committed (the trees as of this batch).
+    public var snapshots: [(app: String, tree: DataTree)] = []
+
+    public init(batch: CommitBatch, intake: CheckedLines) {
+        self.batch = batch
+        self.intake = intake
+    }
+}

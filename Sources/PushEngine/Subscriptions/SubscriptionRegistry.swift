@@ -1,0 +1,194 @@
+import Logging
+import PushCore
+import Synchronization
+
+/// The in-memory subscription index, kept in step with the store.
+///
+/// The store logs every committed change (`SubscriptionStore.changes`); the registry applies
+/// them in order, each once, under a mutex: soon after this process's own writes (a
+/// ``nudge()`` wakes the ``IndexSyncer``; a burst of writes costs one read of the log) and
+/// every second for everyone else's (an operator command, another instance). Lookups read the
+/// index under the same mutex, for microseconds.
+///
+/// It is also the pipeline's directory of subscriptions: the documents payloads need (kind,
+/// format, encryption, token) are read from the store on demand and cached, at most
+/// ``cacheLimit`` of them; a change in the log evicts its subscription.
+public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirectory, SubscriptionIndexFollower, Sendable {
+    struct State {
+        var index = SubscriptionIndex()
+        /// The last change applied to `index`.
+        var applied: Int64 = 0
+        var cache: [Int64: Subscription] = [:]
+        /// Cached handles in insertion order (the oldest is evicted first).
+        var cacheOrder: [Int64] = []
+        var cacheHead = 0
+    }
+
+    public static let cacheLimit = 65_536
+
+    let store: any SubscriptionStore
+    let state = Mutex(State())
+    let logger: Logger
+
+    let nudges: AsyncStream<Void>
+    let nudgeContinuation: AsyncStream<Void>.Continuation
+
+    public init(store: any SubscriptionStore, logger: Logger) {
+        self.store = store
+        self.logger = logger
+        // Only the latest nudge matters: a sync applies everything committed before it.
+        (nudges, nudgeContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// Asks for a ``sync()`` soon (after a write of this process); returns at once.
+    public func nudge() {
+        nudgeContinuation.yield()
+    }
+
+    /// Applies what was committed up to now (read-your-writes: the REST API calls it before it
+    /// answers); when the store cannot be read, asks for a sync soon instead.
+    public func catchUp() async {
+        do {
+            try await sync()
+        } catch {
+            nudge()
+        }
+    }
+
+    /// Builds the index from the store. Changes committed meanwhile are applied by the next
+    /// ``sync()`` (applying is idempotent).
+    public func load(batch: Int = 10_000) async throws {
+        // The log may be pruned between reading the table and following the log (by another
+        // process); then read the table again.
+        var attempt = 0
+        while true {
+            attempt += 1
+            do {
+                try await loadOnce(batch: batch)
+                return
+            } catch let error as StoreError {
+                guard error.kind == .changeLogPruned, attempt < 5 else { throw error }
+            }
+        }
+    }
+
+    private func loadOnce(batch: Int) async throws {
+        let start = try await store.lastChange()
+        var records: [(app: String, path: Path, entry: SubscriptionIndex.Entry)] = []
+        var after: Int64 = 0
+        while true {
+            let page = try await store.indexRecords(after: after, limit: batch)
+            records += page.map { ($0.app, $0.path, SubscriptionIndex.Entry(handle: $0.handle, mode: $0.mode)) }
+            guard let last = page.last else { break }
+            after = last.handle
+        }
+        // The bulk load sizes every buffer exactly and keeps subtrees together in memory.
+        let index = SubscriptionIndex(bulkLoading: records)
+        records = []
+        state.withLock { state in
+            state.index = index
+            state.applied = start
+        }
+        try await applyChanges()
+    }
+
+    /// Applies the changes committed since the last one applied. When the log was pruned past
+    /// them (this process fell that far behind), the changes in between are lost to it: the
+    /// index is rebuilt from the table instead of going on wrong.
+    public func sync() async throws {
+        do {
+            try await applyChanges()
+        } catch let error as StoreError {
+            guard error.kind == .changeLogPruned else { throw error }
+            logger.warning(
+                "the subscription change log was pruned past this index; reloading it from the store",
+                metadata: ["applied": "\(appliedChange)", "prunedThrough": "\(error.prunedThrough ?? 0)"])
+            try await load()
+        }
+    }
+
+    private func applyChanges() async throws {
+        while true {
+            let after = state.withLock { $0.applied }
+            let changes = try await store.changes(after: after, limit: 1_000)
+            guard !changes.isEmpty else { return }
+            state.withLock { state in
+                for change in changes where change.sequence > state.applied {
+                    switch change.operation {
+                    case .insert, .update:
+                        state.index.insert(app: change.app, path: change.path, entry: .init(handle: change.handle, mode: change.mode))
+                    case .delete:
+                        state.index.remove(app: change.app, path: change.path, handle: change.handle)
+                    }
+                    if change.operation != .insert { state.cache[change.handle] = nil }
+                    state.applied = change.sequence
+                }
+            }
+        }
+    }
+
+    /// The last change applied.
+    public var appliedChange: Int64 { state.withLock { $0.applied } }
+
+    /// Number of subscriptions in the index.
+    public var count: Int { state.withLock { $0.index.count } }
+
+    /// Runs `body` with the index (for lookups; keep it short: writers wait).
+    public func withIndex<R>(_ body: (borrowing SubscriptionIndex) throws -> R) rethrows -> R {
+        try state.withLock { try body($0.index) }
+    }
+
+    // MARK: - The pipeline's view
+
+    public func concerned(app: String, path: Path) -> [IndexMatch] {
+        state.withLock { $0.index.concerned(app: app, path: path) }
+    }
+
+    public func under(app: String, path: Path) -> [IndexMatch] {
+        state.withLock { $0.index.under(app: app, path: path) }
+    }
+
+    public func forget(app: String, _ matches: [IndexMatch]) {
+        state.withLock { state in
+            for match in matches {
+                state.index.remove(app: app, path: match.path, handle: match.handle)
+                state.cache[match.handle] = nil
+            }
+        }
+    }
+
+    public func subscriptions(handles: [Int64]) async throws -> [Int64: Subscription] {
+        var found: [Int64: Subscription] = [:]
+        var missing: [Int64] = []
+        let applied = state.withLock { state -> Int64 in
+            for handle in handles {
+                if let subscription = state.cache[handle] {
+                    found[handle] = subscription
+                } else {
+                    missing.append(handle)
+                }
+            }
+            return state.applied
+        }
+        if missing.isEmpty { return found }
+        let fetched = try await store.subscriptions(handles: missing)
+        state.withLock { state in
+            // A change applied meanwhile may make what was read stale: use it, do not keep it.
+            guard state.applied == applied else { return }
+            for (handle, subscription) in fetched where state.cache[handle] == nil {
+                state.cache[handle] = subscription
+                state.cacheOrder.append(handle)
+            }
+            while state.cache.count > Self.cacheLimit, state.cacheHead < state.cacheOrder.count {
+                state.cache[state.cacheOrder[state.cacheHead]] = nil
+                state.cacheHead += 1
+            }
+            if state.cacheHead > Self.cacheLimit {
+                state.cacheOrder.removeFirst(state.cacheHead)
+                state.cacheHead = 0
+            }
+        }
+        found.merge(fetched) { old, _ in old }
+        return found
+    }
+}

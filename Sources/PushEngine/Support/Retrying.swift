@@ -1,0 +1,23 @@
+import Logging
+import PushCore
+
+/// Runs `body` until it succeeds, waiting longer after each failure (up to 5 s), logging each:
+/// the store may be busy or the disk full for a while; giving up would lose data. Stops with
+/// `CancellationError` when the task is cancelled (a hard stop: what is not committed is read
+/// again after the restart), and passes a lost lease on at once: another instance owns the
+/// application now, and retrying cannot help.
+func retryingIngestion<T>(_ what: String, logger: Logger, _ body: () async throws -> T) async throws -> T {
+    var delay = Duration.milliseconds(50)
+    while true {
+        do {
+            return try await body()
+        } catch let error as StoreError where error.kind == .leaseLost {
+            throw error
+        } catch {
+            try Task.checkCancellation()
+            logger.error("ingestion is held up; retrying", metadata: ["while": "\(what)", "error": "\(error)", "retryIn": "\(delay)"])
+            try await Task.sleep(for: delay)
+            delay = min(delay * 2, .seconds(5))
+        }
+    }
+}

@@ -1,0 +1,93 @@
+import Foundation
+import PushCore
+import PushDelivery
+import PushJOSE
+
+/// The senders of every configured application (FCM and HMS per application, one per
+/// webhook), over one shared HTTP transport that they own: ``shutdown()`` closes it.
+struct ConfiguredSenders: SenderDirectory {
+    struct Application {
+        var fcm: FCMSender?
+        var hms: HMSSender?
+        var webhooks: [String: WebhookSender]
+    }
+
+    let applications: [String: Application]
+    let transport: AsyncHTTPTransport
+
+    /// Reads the service-account files and checks the webhook secrets; throws
+    /// ``ConfigurationError`` naming the key at fault.
+    init(_ configuration: ServiceConfiguration, clock: any ServiceClock, counters: DeliveryCounters) async throws {
+        let transport = try AsyncHTTPTransport(clients: 4, caFile: configuration.delivery.caFile)
+        do {
+            applications = try Self.applications(
+                configuration, context: SenderContext(transport: transport, timeout: configuration.delivery.timeout, clock: clock, counters: counters))
+        } catch {
+            try? await transport.shutdown()
+            throw error
+        }
+        self.transport = transport
+    }
+
+    static func applications(_ configuration: ServiceConfiguration, context: SenderContext) throws -> [String: Application] {
+        var applications: [String: Application] = [:]
+        for (id, app) in configuration.apps {
+            var prepared = Application(webhooks: [:])
+            if let fcm = app.fcm {
+                guard let data = FileManager.default.contents(atPath: fcm.serviceAccountFile) else {
+                    throw ConfigurationError("apps.\(id).fcm.serviceAccountFile: cannot read \(fcm.serviceAccountFile)")
+                }
+                let key: ServiceAccountKey
+                do {
+                    key = try ServiceAccountKey(json: [UInt8](data))
+                } catch {
+                    throw ConfigurationError("apps.\(id).fcm.serviceAccountFile: \(error)")
+                }
+                prepared.fcm = FCMSender(key: key, endpoint: fcm.endpoint, context: context)
+            }
+            if let hms = app.hms {
+                prepared.hms = HMSSender(
+                    clientID: hms.clientID, clientSecret: hms.clientSecret.value, endpoint: hms.endpoint, tokenEndpoint: hms.tokenEndpoint,
+                    context: context)
+            }
+            for (name, webhook) in app.webhooks {
+                let secret: WebhookSecret
+                do {
+                    secret = try WebhookSecret(webhook.secret.value)
+                } catch {
+                    throw ConfigurationError("apps.\(id).webhooks.\(name).secret: \(error)")
+                }
+                prepared.webhooks[name] = WebhookSender(url: webhook.url, secret: secret, context: context)
+            }
+            applications[id] = prepared
+        }
+        return applications
+    }
+
+    func sender(for entry: OutboxEntry) -> (any NotificationSender)? {
+        guard let app = applications[entry.app] else { return nil }
+        switch entry.kind {
+        case .mobile: return app.fcm
+        case .huawei: return app.hms
+        case .webhook: return entry.destination.flatMap { app.webhooks[$0] }
+        }
+    }
+
+    /// Closes the transport (it must be, before the process ends).
+    func shutdown() async throws {
+        try await transport.shutdown()
+    }
+}
+
+extension ServiceConfiguration.Delivery {
+    var retryPolicy: RetryPolicy {
+        RetryPolicy(
+            initial: retry.initial.wholeMilliseconds, multiplier: retry.multiplier, jitter: retry.jitter, window: retry.window.wholeMilliseconds)
+    }
+
+    /// The delivery worker's configuration: claims filed under `claimant`; `alone`: it is the
+    /// only worker on its store, so every claim is released at start (a crash's).
+    func dispatcher(claimant: String, alone: Bool) -> Dispatcher.Configuration {
+        Dispatcher.Configuration(retry: retryPolicy, perProvider: perProvider, perApp: perApp, claimant: claimant, releaseAllAtStart: alone)
+    }
+}

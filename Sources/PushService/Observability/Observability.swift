@@ -1,0 +1,128 @@
+import PushCore
+import PushIngest
+import Prometheus
+import Synchronization
+
+/// The service's metrics (SPEC §10, §11.13) in one Prometheus registry, readiness, and the
+/// operator's summary behind `pushdispatch status`.
+///
+/// Counters are counted where things happen (ingestion, expiry, delivery) through swift-metrics
+/// with this registry's factory; gauges (subscriptions by kind, outbox depth and oldest age,
+/// paused applications) are read from the store and the dispatcher when `/metrics` is scraped.
+/// The registry is the runtime's own, not swift-metrics' global one: several services can run
+/// in one process (tests, the demo).
+public final class Observability: SourceReadiness, Sendable {
+    public let registry = PrometheusCollectorRegistry()
+    public let metrics: LabelledMetrics
+    let subscriptions: [SubscriptionKind: Gauge]
+    let outboxDepth: Gauge
+    let oldestAge: Gauge
+    let appsPaused: Gauge
+    /// Sources not attached yet (readiness waits for them).
+    let unattached: Mutex<Set<String>>
+    let clock: any ServiceClock
+    public let startedAt: Int64
+
+    /// Buckets of `pushdispatch_delivery_latency_seconds`: from a loopback answer to the end
+    /// of the 2-hour retry window.
+    static let latencyBuckets: [Duration] = [
+        .milliseconds(5), .milliseconds(10), .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+        .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10), .seconds(30), .seconds(60), .seconds(300), .seconds(1800), .seconds(7200),
+    ]
+
+    /// The metrics of a service run with `configuration`: its sources' and providers' counters
+    /// appear at 0 before their first event (a dashboard's rate needs the 0); readiness waits
+    /// for its sources.
+    convenience init(configuration: ServiceConfiguration, clock: any ServiceClock) {
+        var sources: [String] = []
+        if configuration.ingest.queueFile != nil { sources.append(QueueFileSource.name) }
+        if configuration.ingest.socket != nil { sources.append(UnixSocketSource.name) }
+        self.init(sources: sources, clock: clock)
+        declare(sources: sources, providers: Self.providers(configuration))
+    }
+
+    /// The providers some application uses: `fcm`, `hms`, `webhook`.
+    static func providers(_ configuration: ServiceConfiguration) -> [String] {
+        var providers: Set<String> = []
+        for app in configuration.apps.values {
+            if app.fcm != nil { providers.insert("fcm") }
+            if app.hms != nil { providers.insert("hms") }
+            if !app.webhooks.isEmpty { providers.insert("webhook") }
+        }
+        return providers.sorted()
+    }
+
+    init(sources: [String], clock: any ServiceClock) {
+        var factory = PrometheusMetricsFactory(registry: registry)
+        factory.durationHistogramBuckets["pushdispatch_delivery_latency_seconds"] = Self.latencyBuckets
+        metrics = LabelledMetrics(factory: factory)
+        var subscriptions: [SubscriptionKind: Gauge] = [:]
+        for kind in SubscriptionKind.allCases {
+            subscriptions[kind] = registry.makeGauge(
+                descriptor: Self.descriptor("pushdispatch_subscriptions", help: "Subscriptions stored, by kind"), labels: [("kind", kind.rawValue)])
+        }
+        self.subscriptions = subscriptions
+        outboxDepth = registry.makeGauge(descriptor: Self.descriptor("pushdispatch_outbox_depth", help: "Notifications waiting for delivery"))
+        oldestAge = registry.makeGauge(
+            descriptor: Self.descriptor("pushdispatch_outbox_oldest_age_seconds", help: "Age of the oldest notification waiting (0 when none waits)"))
+        appsPaused = registry.makeGauge(descriptor: Self.descriptor("pushdispatch_apps_paused", help: "Applications with a paused sender"))
+        unattached = Mutex(Set(sources))
+        self.clock = clock
+        startedAt = clock.now
+    }
+
+    /// A gauge's name as SPEC §11.13 writes it, whole (no namespace or unit added).
+    static func descriptor(_ name: String, help: String) -> MetricNameDescriptor {
+        MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+    }
+
+    /// Makes the counters of the configured sources and providers appear at 0 before their
+    /// first event (a dashboard's rate needs the 0).
+    func declare(sources: [String], providers: [String]) {
+        for source in sources { metrics.increment("pushdispatch_records_ingested_total", [("source", source)], by: 0) }
+        for provider in providers {
+            for outcome in ["delivered", "retry", "revoked", "discarded", "failed"] {
+                metrics.increment("pushdispatch_deliveries_total", [("provider", provider), ("outcome", outcome)], by: 0)
+            }
+            metrics.increment("pushdispatch_retries_total", [("provider", provider)], by: 0)
+        }
+    }
+
+    public func attached(_ source: String) {
+        _ = unattached.withLock { $0.remove(source) }
+    }
+
+    /// The Prometheus text exposition, gauges read now.
+    func exposition(store: any IngestStore & SubscriptionStore, paused: [String]) async -> [UInt8] {
+        if let counts = try? await store.countByKind() {
+            for (kind, gauge) in subscriptions { gauge.set(Double(counts[kind] ?? 0)) }
+        }
+        if let summary = try? await store.outboxDepth() {
+            outboxDepth.set(Double(summary.count))
+            oldestAge.set(summary.oldest.map { Double(max(0, clock.now.saturatingSubtracting($0))) / 1_000 } ?? 0)
+        }
+        appsPaused.set(Double(paused.count))
+        return registry.emitToBuffer()
+    }
+
+    /// `nil` when ready; else why not: sources not attached yet, or paused applications
+    /// (SPEC §11.10).
+    func readiness(paused: [String]) -> JSON? {
+        let waiting = unattached.withLock { $0 }.sorted()
+        if !waiting.isEmpty {
+            return ["status": "starting", "waitingFor": .array(waiting.map { .string($0) })]
+        }
+        if !paused.isEmpty {
+            return ["status": "paused", "pausedApplications": .array(paused.map { .string($0) })]
+        }
+        return nil
+    }
+}
+
+extension JSON {
+    /// An object from ordered pairs.
+    static func members(_ pairs: [(String, JSON)]) -> JSON {
+        let members: [(PushCore.Key, JSON)] = pairs.map { pair in (PushCore.Key(pair.0), pair.1) }
+        return JSON.object(PushCore.JSONObject(members))
+    }
+}

@@ -1,0 +1,40 @@
+import AsyncHTTPClient
+import NIOCore
+import PushCore
+
+/// Reads `GET /status` of a running service (`pushdispatch status`).
+public enum StatusClient {
+    /// The base URL of the service `configuration` describes (its `http.host` and `http.port`;
+    /// an address listening on every interface is reached on loopback).
+    public static func baseURL(_ configuration: ServiceConfiguration) -> String {
+        var host = configuration.http.host
+        if host == "0.0.0.0" || host.isEmpty { host = "127.0.0.1" } else if host == "::" { host = "::1" }
+        return "http://" + (host.contains(":") ? "[\(host)]" : host) + ":\(configuration.http.port)"
+    }
+
+    /// The `/status` document's bytes (at most 1 MiB), or why there is none.
+    public static func fetch(base: String) async throws(StatusError) -> [UInt8] {
+        var base = base
+        while base.hasSuffix("/") { base.removeLast() }
+        let client = HTTPClient(eventLoopGroupProvider: .singleton)
+        let fetched: Result<[UInt8], StatusError>
+        do {
+            let response = try await client.execute(HTTPClientRequest(url: base + "/status"), timeout: .seconds(5))
+            if response.status.code == 200 {
+                fetched = .success(Array(buffer: try await response.body.collect(upTo: 1 << 20)))
+            } else {
+                fetched = .failure(StatusError("\(base)/status answered \(response.status.code)"))
+            }
+        } catch {
+            fetched = .failure(StatusError("cannot reach the service at \(base): \(error)"))
+        }
+        try? await client.shutdown()
+        return try fetched.get()
+    }
+}
+
+/// The service's status cannot be read: why.
+public struct StatusError: Error, Sendable, CustomStringConvertible {
+    public let description: String
+    init(_ description: String) { self.description = description }
+}

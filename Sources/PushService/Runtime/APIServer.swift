@@ -1,0 +1,42 @@
+import Hummingbird
+import Logging
+import PushAPI
+import PushCore
+import PushEngine
+import PushStore
+
+/// The HTTP server: the subscription REST API, `/.well-known/jwks.json`, health and readiness
+/// (``SubscriptionAPI``), and the operator's `/metrics` and `/status` (``Operations``).
+struct APIServer {
+    let configuration: ServiceConfiguration
+    let applications: [String: PreparedApplication]
+    let store: any RuntimeStore
+    let index: any SubscriptionIndexFollower
+    let clock: any ServiceClock
+    let jwks: JSON
+    let operations: Operations
+    /// Learns the port listened on (shared instances publish it).
+    let address: AdvertisedAddress
+    let limits: ConnectionLimits
+    let onListening: @Sendable (Int) async -> Void
+    let logger: Logger
+
+    func application() -> some ApplicationProtocol {
+        let api = SubscriptionAPI(
+            store: store, applications: applications.mapValues(\.api), clock: clock, index: index, jwks: jwks, readiness: operations, logger: logger)
+        let router = api.router()
+        operations.addRoutes(to: router)
+        let (logger, address, http, onListening) = (self.logger, self.address, configuration.http, self.onListening)
+        return Application(
+            router: router,
+            server: SubscriptionAPI.server(limits: limits),
+            configuration: .init(address: .hostname(http.host, port: http.port), serverName: "pushdispatch"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                address.listening(at: http.advertised(port: port))
+                logger.info("listening", metadata: ["host": "\(channel.localAddress?.ipAddress ?? "?")", "port": "\(port)"])
+                await onListening(port)
+            },
+            logger: logger)
+    }
+}

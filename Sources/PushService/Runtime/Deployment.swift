@@ -1,0 +1,134 @@
+import Foundation
+import Logging
+import PushCore
+import PushEngine
+import PushStore
+import ServiceLifecycle
+
+/// How this process takes part, chosen once from the configuration (`store`,
+/// `instance.mode`), and what differs between the ways: the store, how records are processed,
+/// under which name claims and checkpoints are filed. Everything else the root builds the same
+/// for every deployment.
+///
+/// | `store` | `instance.mode` | deployment |
+/// |---|---|---|
+/// | `sqlite` | `single` (the only one) | ``SingleInstance`` |
+/// | `postgres` | `single` | ``SingleInstance`` (holds the database alone) |
+/// | `postgres` | `shared` (default) | ``SharedInstance`` (one of several) |
+protocol Deployment: Sendable {
+    /// The store, with every protocol the service runs on.
+    var store: any RuntimeStore { get }
+    /// This process's name in delivery claims and in `/status`.
+    var instance: String { get }
+    /// Whether the delivery worker releases every claim at start (it alone sends) or only its
+    /// own (others send beside it).
+    var releasesEveryClaimAtStart: Bool { get }
+    /// The name a source's checkpoint is filed under.
+    func checkpointKey(_ source: String) -> String
+    /// The services that process records, given what every deployment shares.
+    func processing(_ parts: ServiceParts) async throws -> Processing
+}
+
+/// What the root builds the same for every deployment, and the processing services need.
+struct ServiceParts: Sendable {
+    let configuration: ServiceConfiguration
+    let applications: [String: PreparedApplication]
+    let registry: SubscriptionRegistry
+    let sealers: any SealerProvider
+    let queue: IngestQueue
+    /// The sources' checkpoints as stored (by this deployment's checkpoint key).
+    let checkpoints: [String: SourceCheckpoint]
+    let deadLetters: any DeadLetterSink
+    let counters: IngestCounters
+    /// The local delivery worker.
+    let delivery: any OutboxListener
+    /// Where the HTTP API can be reached (published by shared instances).
+    let address: AdvertisedAddress
+    let clock: any ServiceClock
+    let tuning: ServiceRuntime.Tuning
+    let logger: Logger
+
+    var settings: @Sendable (String) -> PipelineSettings {
+        let settings = applications.mapValues(\.settings)
+        return { settings[$0] ?? .standard }
+    }
+
+    var engineConfiguration: RecordEngine.Configuration {
+        RecordEngine.Configuration(snapshotAfterBytes: tuning.snapshotAfterBytes ?? configuration.ingest.snapshotAfter)
+    }
+}
+
+/// The services a deployment runs to process records, by when they start and stop.
+struct Processing: Sendable {
+    /// Started first, stopped last (a lease keeper's heartbeat keeps the claims of the last
+    /// sends alive until they are answered).
+    var lifetime: [any Service] = []
+    /// What processes records: started after the delivery worker, stopped before it.
+    var records: [any Service]
+    /// What takes the sources' lines: started after the processing, stopped before it.
+    var intake: [any Service] = []
+    /// Told when notifications were queued here (the sweeper).
+    var outbox: any OutboxListener
+    /// The instances sharing the store, for `/status`; `nil` for a single instance.
+    var cluster: (any ClusterStore)?
+}
+
+/// Opens the configured store and chooses the deployment (see ``Deployment``).
+enum Deployments {
+    static func open(_ configuration: ServiceConfiguration, logger: Logger) async throws -> any Deployment {
+        switch (configuration.store, configuration.instanceMode) {
+        case (.sqlite(let path), _):
+            return SingleInstance(store: try SQLiteStore(path: path))
+        case (.postgres(let url), .single):
+            let store = try await PostgresStore.open(url: url, logger: logger)
+            do {
+                guard try await store.holdDeploymentLock(shared: false) else {
+                    throw ConfigurationError(
+                        "instance.mode: single, but other pushdispatch instances use \(store.location) (shared ones, or another single one); "
+                            + "stop them, or give every instance instance.mode: shared")
+                }
+                let waiting = try await store.inboxDepth()
+                guard waiting == 0 else {
+                    throw ConfigurationError(
+                        "instance.mode: single, but \(waiting) records accepted by shared instances wait in the inbox of \(store.location); "
+                            + "run with instance.mode: shared until they are processed")
+                }
+            } catch {
+                store.close()
+                throw error
+            }
+            return SingleInstance(store: store)
+        case (.postgres(let url), .shared):
+            let store = try await PostgresStore.open(url: url, logger: logger)
+            do {
+                guard try await store.holdDeploymentLock(shared: true) else {
+                    throw ConfigurationError(
+                        "instance.mode: shared, but a single instance (instance.mode: single) uses \(store.location) alone; stop it first")
+                }
+            } catch {
+                store.close()
+                throw error
+            }
+            return SharedInstance(store: store, instance: configuration.instanceName, configuredAddress: configuration.http.advertised)
+        }
+    }
+
+    /// Opens the configured store for an operator's command (no deployment lock: commands work
+    /// beside running instances), migrating its schema.
+    static func openStore(_ configuration: ServiceConfiguration, logger: Logger) async throws -> any RuntimeStore {
+        switch configuration.store {
+        case .sqlite(let path): try SQLiteStore(path: path)
+        case .postgres(let url): try await PostgresStore.open(url: url, logger: logger)
+        }
+    }
+}
+
+extension ServiceConfiguration.HTTP {
+    /// Where others reach this instance: the host listened on, or the host name when it listens
+    /// on every interface.
+    func advertised(port: Int) -> String {
+        (["0.0.0.0", "::", ""].contains(host) ? ProcessInfo.processInfo.hostName : host) + ":\(port)"
+    }
+
+    var advertised: String { advertised(port: port) }
+}

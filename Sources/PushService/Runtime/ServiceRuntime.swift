@@ -1,0 +1,167 @@
+import Hummingbird
+import Logging
+import PushAPI
+import PushCore
+import PushDelivery
+import PushEngine
+import PushIngest
+import PushJOSE
+import PushStore
+import ServiceLifecycle
+
+/// The composition root: configuration → the deployment (``Deployments``) → the parts every
+/// deployment shares → one `ServiceGroup`, its services listed in the order they start.
+public struct ServiceRuntime: Sendable {
+    /// What tests and benchmarks tune; the service runs with the defaults.
+    public struct Tuning: Sendable {
+        /// How often changes made by others are applied to the index. Default 1 s.
+        public var followInterval: Duration
+        /// Deadlines and sizes of client connections to the REST API.
+        public var connectionLimits: ConnectionLimits
+        /// Batch sizes of ingestion.
+        public var ingest: Ingestor.Configuration
+        /// A tree snapshot is due after this many journalled bytes. Default:
+        /// `ingest.snapshotAfter` (tests make it small).
+        public var snapshotAfterBytes: Int?
+        /// Longest change-record line. Default 16 MiB.
+        public var maxLineBytes: Int
+
+        public init(
+            followInterval: Duration = .seconds(1), connectionLimits: ConnectionLimits = .standard, ingest: Ingestor.Configuration = .init(),
+            snapshotAfterBytes: Int? = nil, maxLineBytes: Int = 16 << 20
+        ) {
+            self.followInterval = followInterval
+            self.connectionLimits = connectionLimits
+            self.ingest = ingest
+            self.snapshotAfterBytes = snapshotAfterBytes
+            self.maxLineBytes = maxLineBytes
+        }
+    }
+
+    public let configuration: ServiceConfiguration
+    public let logger: Logger
+    /// The one clock of the service (tests pass a manual one).
+    public let clock: any ServiceClock
+    public let tuning: Tuning
+
+    public init(configuration: ServiceConfiguration, logger: Logger, clock: any ServiceClock = SystemClock(), tuning: Tuning = Tuning()) {
+        self.configuration = configuration
+        self.logger = logger
+        self.clock = clock
+        self.tuning = tuning
+    }
+
+    /// Runs until SIGTERM or SIGINT (or until the task is cancelled, or `stopper` stops it).
+    /// `onListening` receives the HTTP port once the server accepts connections.
+    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }, stopper: ServiceStopper? = nil) async throws {
+        let applications = try Self.applications(configuration)
+        let deployment = try await Deployments.open(configuration, logger: logger)
+        let store = deployment.store
+        defer { store.close() }
+
+        // What every deployment shares: keys, the index, metrics, the delivery worker.
+        let serviceKeys = try await ServiceKey.loadOrCreate(in: store)
+        let sealers = try PreparedApplication.sealers(applications, serviceKey: serviceKeys.last!)
+        let registry = SubscriptionRegistry(store: store, logger: logger)
+        try await registry.load()
+        logger.info("subscriptions loaded", metadata: ["count": "\(registry.count)", "store": "\(store.location)"])
+        try await LegacyRevocations.requeue(store: store, sealers: sealers, now: clock.now, logger: logger)
+        let observability = Observability(configuration: configuration, clock: clock)
+        let deliveries = DeliveryCounters(metrics: observability.metrics, clock: clock)
+        let ingestCounters = IngestCounters(metrics: observability.metrics)
+        let senders = try await ConfiguredSenders(configuration, clock: clock, counters: deliveries)
+        let dispatcher = Dispatcher(
+            store: store, senders: senders, configuration: configuration.delivery.dispatcher(claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart),
+            notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries, logger: logger)
+        let queue = IngestQueue()
+        let stored = try await store.checkpoints()
+        let parts = ServiceParts(
+            configuration: configuration, applications: applications, registry: registry, sealers: sealers, queue: queue,
+            checkpoints: Dictionary(stored.map { ($0.source, $0) }, uniquingKeysWith: { $1 }),
+            deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), counters: ingestCounters, delivery: dispatcher,
+            address: AdvertisedAddress(configuration.http.advertised), clock: clock, tuning: tuning, logger: logger)
+
+        // What differs: how records are processed.
+        let processing = try await deployment.processing(parts)
+
+        let sweeper = ExpirySweeper(
+            store: store, index: registry, outbox: processing.outbox, sealers: sealers, interval: configuration.expiry.interval, clock: clock,
+            metrics: observability.metrics, logger: logger)
+        let follower = ChangeFollower(store: store, registry: registry, interval: tuning.followInterval, clock: clock, logger: logger)
+        let syncer = IndexSyncer(registry: registry, logger: logger)
+        let sources = Self.sources(configuration, parts: parts, deployment: deployment, readiness: observability)
+        let server = APIServer(
+            configuration: configuration, applications: applications, store: store, index: registry, clock: clock,
+            jwks: Self.publishedKeys(serviceKeys: serviceKeys, applications: applications),
+            operations: Operations(
+                instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,
+                ingest: ingestCounters, cluster: processing.cluster),
+            address: parts.address, limits: tuning.connectionLimits, onListening: onListening, logger: logger
+        ).application()
+
+        // A graceful shutdown stops services in reverse order: the API, then the sources (no
+        // more input) and the intake, then the index and the sweeper, then the processing,
+        // which commits what was taken, then the delivery worker, which waits for the answers
+        // of the sends in flight (each has its deadline) and stores them, and last what must
+        // outlive it (a shared instance's lease keeper).
+        var services: [any Service] = processing.lifetime
+        if configuration.delivery.enabled { services.append(dispatcher) }
+        services += processing.records
+        services += [sweeper, follower, syncer] as [any Service]
+        services += processing.intake
+        services += sources
+        services.append(server)
+        let group = ServiceGroup(
+            configuration: .init(
+                services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+        stopper?.attach(group)
+        do {
+            try await group.run()
+        } catch {
+            try? await senders.shutdown()
+            throw error
+        }
+        try? await senders.shutdown()
+        logger.info("stopped")
+    }
+
+    /// The configured sources, each resumed from its checkpoint.
+    static func sources(_ configuration: ServiceConfiguration, parts: ServiceParts, deployment: any Deployment, readiness: any SourceReadiness)
+        -> [any Service]
+    {
+        var sources: [any Service] = []
+        if let path = configuration.ingest.queueFile {
+            let checkpoint = parts.checkpoints[deployment.checkpointKey(QueueFileSource.name)]
+            sources.append(
+                QueueFileSource(
+                    path: path, queue: parts.queue, checkpoint: checkpoint, maxLineBytes: parts.tuning.maxLineBytes, readiness: readiness,
+                    logger: parts.logger))
+        }
+        if let path = configuration.ingest.socket {
+            sources.append(
+                UnixSocketSource(path: path, queue: parts.queue, maxLineBytes: parts.tuning.maxLineBytes, readiness: readiness, logger: parts.logger))
+        }
+        return sources
+    }
+
+    /// What `run` checks before it opens anything: every application prepared (keys, signing
+    /// key, authentication, service-account files). Throws ``ConfigurationError``.
+    public static func check(_ configuration: ServiceConfiguration) throws {
+        _ = try applications(configuration)
+    }
+
+    /// Checks and prepares every application (see ``PreparedApplication``).
+    static func applications(_ configuration: ServiceConfiguration) throws -> [String: PreparedApplication] {
+        try PreparedApplication.prepareAll(configuration, authentication: true)
+    }
+
+    /// What `/.well-known/jwks.json` publishes: the service's keys, and the public part of the
+    /// applications' asymmetric signing keys (secret HS256 keys are never published).
+    static func publishedKeys(serviceKeys: [JWK], applications: [String: PreparedApplication]) -> JSON {
+        var keys = serviceKeys
+        for id in applications.keys.sorted() {
+            if let key = applications[id]?.signingKey, key.publicJSON != nil { keys.append(key) }
+        }
+        return ServiceKey.publicJWKSet(keys)
+    }
+}

@@ -1,0 +1,46 @@
+import PushCore
+import PushEngine
+import PushStore
+
+/// One of several instances sharing a PostgreSQL store (docs/scaling-out.md): its sources feed
+/// the shared inbox (``InboxIntake``); it holds a fair share of the applications' leases
+/// (``LeaseKeeper``) and processes their records (``ApplicationOwner``); signals wake it
+/// (``ClusterListener``) and the others (``SharedOutbox``).
+struct SharedInstance: Deployment {
+    let shared: any SharedStore
+    let instance: String
+    /// `http.host:http.port` until the server listens.
+    let configuredAddress: String
+    let releasesEveryClaimAtStart = false
+
+    init(store: any SharedStore, instance: String, configuredAddress: String) {
+        self.shared = store
+        self.instance = instance
+        self.configuredAddress = configuredAddress
+    }
+
+    var store: any RuntimeStore { shared }
+
+    func checkpointKey(_ source: String) -> String { SharedInstances.sourceKey(instance: instance, source: source) }
+
+    func processing(_ parts: ServiceParts) async throws -> Processing {
+        try await shared.registerStart(instance: instance, address: parts.address.current)
+        let wake = Wakeup()
+        let outbox = SharedOutbox(store: shared, local: parts.delivery)
+        let keeper = LeaseKeeper(
+            store: shared, instance: instance, address: parts.address, applications: parts.applications.keys.sorted(), changed: wake,
+            outbox: parts.delivery, clock: parts.clock, logger: parts.logger)
+        let engine = RecordEngine(
+            settings: parts.settings, sealers: parts.sealers, registry: parts.registry, configuration: parts.engineConfiguration, logger: parts.logger)
+        let writer = BatchWriter(deadLetters: parts.deadLetters, counters: parts.counters, index: parts.registry, outbox: outbox, logger: parts.logger)
+        let owner = ApplicationOwner(
+            store: shared, leases: keeper, engine: engine, registry: parts.registry, writer: writer, wake: wake, clock: parts.clock,
+            batchLines: parts.tuning.ingest.batchLines, logger: parts.logger)
+        let listener = ClusterListener(store: shared, index: parts.registry, owner: wake, outbox: parts.delivery)
+        let checker = LineChecker(watermarks: parts.checkpoints.compactMapValues(\.lastSeq), maxLineBytes: parts.tuning.maxLineBytes)
+        let intake = InboxIntake(
+            queue: parts.queue, store: shared, instance: instance, checker: checker, writer: writer, clock: parts.clock,
+            batchLines: parts.tuning.ingest.batchLines, logger: parts.logger)
+        return Processing(lifetime: [keeper], records: [owner, listener, outbox], intake: [intake], outbox: outbox, cluster: shared)
+    }
+}

@@ -1,0 +1,36 @@
+import PushCore
+
+/// What the service runs on: every store protocol, and what operators ask of a store.
+public protocol RuntimeStore: SubscriptionStore, ServiceKeyStore, IngestStore, DeliveryStore {
+    /// `SQLite` or `PostgreSQL`.
+    var engineName: String { get }
+    /// The file or the database, without secrets.
+    var location: String { get }
+    /// The schema version applied (the number of migrations).
+    func schemaVersion() async throws -> Int
+    /// The largest subscription handle ever handed out (handles are never reused).
+    func handleHighWater() async throws -> Int64
+    /// Releases the connections (queries after this fail).
+    func close()
+}
+
+/// A store several instances share: every store protocol and the cluster's.
+public protocol SharedStore: RuntimeStore, ClusterStore {}
+
+extension SQLiteStore: RuntimeStore {
+    public var engineName: String { "SQLite" }
+    public var location: String { path }
+    /// GRDB closes the database with the store.
+    public func close() {}
+}
+
+extension PostgresStore: SharedStore {
+    public var engineName: String { "PostgreSQL" }
+
+    public func handleHighWater() async throws -> Int64 {
+        let rows = try await client.query(
+            "SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('subscription', 'handle')), 0)::bigint", logger: logger)
+        for try await value in rows.decode(Int64.self) { return value }
+        return 0
+    }
+}

@@ -1,0 +1,95 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Child processes of tests (the `pushdispatch` executable, Python helpers) that die with the
+/// test process, pass or fail: each runs under `setpriv --pdeathsig KILL` (the kernel kills it
+/// when its parent goes, even by SIGKILL), and the ones still running when the test process
+/// exits normally are killed then too.
+public enum TestProcesses {
+    private static let running = Mutex<[Process]>([])
+    private static let registered = Mutex(false)
+
+    /// A process for `executable arguments…` that dies with this one; start it with `run()`.
+    public static func make(_ executable: URL, _ arguments: [String]) -> Process {
+        let process = Process()
+        let setpriv = "/usr/bin/setpriv"
+        if FileManager.default.isExecutableFile(atPath: setpriv) {
+            process.executableURL = URL(fileURLWithPath: setpriv)
+            process.arguments = ["--pdeathsig", "KILL", "--", executable.path] + arguments
+        } else {
+            process.executableURL = executable
+            process.arguments = arguments
+        }
+        track(process)
+        return process
+    }
+
+    /// A process for a command found on `PATH` (`python3`, `curl`), dying with this one.
+    public static func make(command: String, _ arguments: [String]) -> Process {
+        make(URL(fileURLWithPath: "/usr/bin/env"), [command] + arguments)
+    }
+
+    static func track(_ process: Process) {
+        running.withLock { list in
+            list.removeAll { !$0.isRunning && $0.processIdentifier != 0 }
+            list.append(process)
+        }
+        let first = registered.withLock { done -> Bool in
+            defer { done = true }
+            return !done
+        }
+        if first { atexit { TestProcesses.killAll() } }
+    }
+
+    /// Kills every tracked process still running (at exit).
+    public static func killAll() {
+        for process in running.withLock({ $0 }) where process.processIdentifier > 0 && process.isRunning {
+            kill(process.processIdentifier, SIGKILL)
+        }
+    }
+}
+
+/// Python packages some tests check against (the Standard Webhooks reference library,
+/// Prometheus's own exposition parser): installed with pip when missing, so that `swift test`
+/// passes on a fresh machine by itself.
+public enum PythonPackages {
+    private static let checked = Mutex<Set<String>>([])
+
+    /// Makes sure `python3` can import `module`, installing `package` (default: the module's
+    /// name) with pip when it cannot; pip runs under a file lock, so test processes side by
+    /// side do not race. Throws with pip's output when it cannot be installed.
+    public static func require(_ module: String, package: String? = nil) throws {
+        if checked.withLock({ $0.contains(module) }) { return }
+        if try run(["python3", "-c", "import \(module)"]).status != 0 {
+            let install = try run([
+                "flock", NSTemporaryDirectory() + "pushdispatch-pip.lock", "python3", "-m", "pip", "install", "--quiet",
+                "--disable-pip-version-check", package ?? module,
+            ])
+            guard try run(["python3", "-c", "import \(module)"]).status == 0 else {
+                throw PythonPackageError(
+                    description: "python3 cannot import \(module), and `pip install \(package ?? module)` failed (status \(install.status)): \(install.output)")
+            }
+        }
+        _ = checked.withLock { $0.insert(module) }
+    }
+
+    static func run(_ arguments: [String]) throws -> (status: Int32, output: String) {
+        let process = TestProcesses.make(command: arguments[0], Array(arguments.dropFirst()))
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return (process.terminationStatus, String(text.suffix(2_000)))
+    }
+}
+
+public struct PythonPackageError: Error, CustomStringConvertible {
+    public let description: String
+}
