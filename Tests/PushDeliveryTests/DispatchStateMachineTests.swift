@@ -1,0 +1,245 @@
+import PushCore
+@testable import PushDelivery
+import Testing
+
+/// The delivery worker's decisions, events in and actions out: no store, no socket, no sleep.
+@Suite("The dispatcher's decisions")
+struct DispatchStateMachineTests {
+    typealias Machine = DispatchStateMachine
+    static let now: Int64 = 1_800_000_000_000
+
+    static func notification(
+        _ id: Int64, app: String = "toto", kind: SubscriptionKind = .mobile, event: NotificationKind = .value, attempts: Int = 0,
+        firstAttemptAt: Int64? = nil
+    ) -> StoredNotification {
+        let entry = OutboxEntry(
+            app: app, subscriptionHandle: id, subscriptionID: "s\(id)", kind: kind, target: kind == .webhook ? nil : "token-\(id)",
+            destination: kind == .webhook ? "orders" : nil, notification: event, payload: [], recordSeq: 1)
+        return StoredNotification(id: id, entry: entry, createdAt: now - 10, nextAttemptAt: now, attempts: attempts, firstAttemptAt: firstAttemptAt)
+    }
+
+    static func provider(_ kind: SubscriptionKind) -> String {
+        switch kind {
+        case .mobile: "fcm"
+        case .huawei: "hms"
+        case .webhook: "webhook"
+        }
+    }
+
+    /// A machine that claimed `notifications` and sent them all.
+    static func sending(_ notifications: [StoredNotification], configuration: Machine.Configuration = .init()) -> (Machine, [Machine.Send]) {
+        var machine = Machine(configuration: configuration)
+        let sends = machine.claimed(notifications.map { .init($0, provider: provider($0.entry.kind)) })
+        return (machine, sends)
+    }
+
+    /// The decision the machine takes for one answer (jitter: the nominal delay).
+    static func decide(_ notification: StoredNotification, _ outcome: DeliveryOutcome, at now: Int64 = now) -> Machine.Decision {
+        var (machine, sends) = sending([notification])
+        machine.sent(sends[0], outcome: outcome)
+        return machine.decisions(now: now, random: { 0.5 })[0]
+    }
+
+    @Test("claims take the free slots, at most a batch at once; none while every slot is taken")
+    func claims() {
+        var machine = Machine(configuration: .init(maximumInFlight: 4, claimBatch: 3))
+        #expect(machine.claim(now: Self.now) == .claim(limit: 3, excluding: []))
+        _ = machine.claimed((1...3).map { .init(Self.notification($0), provider: "fcm") })
+        #expect(machine.claim(now: Self.now) == .claim(limit: 1, excluding: []))
+        _ = machine.claimed([.init(Self.notification(4), provider: "fcm")])
+        #expect(machine.claim(now: Self.now) == .none)
+        #expect(machine.inFlight == 4)
+        // Answered is not settled: the slot frees once the settlement is stored.
+        let sends = machine.startable()
+        #expect(sends.isEmpty)  // all four started when claimed
+        machine.settled(2)
+        #expect(machine.claim(now: Self.now) == .claim(limit: 2, excluding: []))
+    }
+
+    @Test("per provider and per application at most so many at once; the rest waits for a slot, in order")
+    func bounds() {
+        var machine = Machine(configuration: .init(perProvider: 2, perApp: 3))
+        let claimed: [StoredNotification] = [
+            Self.notification(1), Self.notification(2), Self.notification(3), Self.notification(4, app: "other"),
+            Self.notification(5, kind: .webhook), Self.notification(6, kind: .huawei),
+        ]
+        let started = machine.claimed(claimed.map { .init($0, provider: Self.provider($0.entry.kind)) })
+        // fcm: 1 and 2 (its bound); toto: 1, 2 and the webhook 5 (its bound); 6 waits for toto.
+        #expect(started.map(\.notification.id) == [1, 2, 5])
+        #expect(machine.startable().isEmpty)
+        machine.sent(started[0], outcome: .delivered(reference: nil))
+        // A free fcm slot and a free toto slot: 3 first (claim order), then 4 waits for fcm.
+        #expect(machine.startable().map(\.notification.id) == [3])
+        machine.sent(started[2], outcome: .delivered(reference: nil))
+        #expect(machine.startable().map(\.notification.id) == [6])
+        machine.sent(started[1], outcome: .delivered(reference: nil))
+        #expect(machine.startable().map(\.notification.id) == [4])
+    }
+
+    struct Row: Sendable, CustomTestStringConvertible {
+        var name: String
+        var notification: StoredNotification
+        var outcome: DeliveryOutcome
+        var settlement: Settlement
+        var label: String
+        var needsNotice = false
+        var answered = false
+        var testDescription: String { name }
+    }
+
+    static let rows: [Row] = [
+        Row(
+            name: "delivered", notification: notification(1), outcome: .delivered(reference: "m1"), settlement: .delivered(id: 1),
+            label: "delivered", answered: true),
+        Row(
+            name: "a first failure: 1 s later", notification: notification(2), outcome: .retry(reason: "503", retryAfter: nil, slowDown: false),
+            settlement: .retry(id: 2, nextAttemptAt: now + 1_000, firstAttemptAt: now, attempts: 1), label: "retry"),
+        Row(
+            name: "a fourth failure: 8 s later, the window counted from the first",
+            notification: notification(3, attempts: 3, firstAttemptAt: now - 7_000),
+            outcome: .retry(reason: "503", retryAfter: nil, slowDown: false),
+            settlement: .retry(id: 3, nextAttemptAt: now + 8_000, firstAttemptAt: now - 7_000, attempts: 4), label: "retry"),
+        Row(
+            name: "never before Retry-After", notification: notification(4),
+            outcome: .retry(reason: "503", retryAfter: now + 60_000, slowDown: false),
+            settlement: .retry(id: 4, nextAttemptAt: now + 60_000, firstAttemptAt: now, attempts: 1), label: "retry"),
+        Row(
+            name: "past the 2-hour window: discarded", notification: notification(5, attempts: 12, firstAttemptAt: now - 7_199_000),
+            outcome: .retry(reason: "503", retryAfter: nil, slowDown: false), settlement: .discard(id: 5, subscriptionHandle: 5),
+            label: "discarded"),
+        Row(
+            name: "a dead device token: revoked, nothing sent to it", notification: notification(6),
+            outcome: .revokeDeadToken(reason: "UNREGISTERED"), settlement: .revoke(id: 6, subscriptionHandle: 6, notification: nil),
+            label: "revoked", answered: true),
+        Row(
+            name: "a dead webhook: revoked, its revoke still sent", notification: notification(7, kind: .webhook),
+            outcome: .revokeDeadToken(reason: "410"), settlement: .revoke(id: 7, subscriptionHandle: 7, notification: nil), label: "revoked",
+            needsNotice: true, answered: true),
+        Row(
+            name: "another fatal answer: revoked with a revoke notification", notification: notification(8),
+            outcome: .revoke(reason: "400"), settlement: .revoke(id: 8, subscriptionHandle: 8, notification: nil), label: "revoked",
+            needsNotice: true, answered: true),
+        Row(
+            name: "a refused revocation is not answered with another", notification: notification(9, event: .revoke),
+            outcome: .revoke(reason: "400"), settlement: .revoke(id: 9, subscriptionHandle: 9, notification: nil), label: "revoked",
+            answered: true),
+        Row(
+            name: "our credentials refused: released, no attempt counted", notification: notification(10),
+            outcome: .pause(reason: "THIRD_PARTY_AUTH_ERROR"), settlement: .release(id: 10), label: "retry"),
+        Row(
+            name: "a fresh token refused as well: released", notification: notification(11),
+            outcome: .refreshCredentials(reason: "401"), settlement: .release(id: 11), label: "retry"),
+        Row(
+            name: "a payload the service built refused: dropped, the subscription kept", notification: notification(12),
+            outcome: .failed(reason: "INVALID_ARGUMENT"), settlement: .drop(id: 12), label: "failed", answered: true),
+    ]
+
+    @Test("each answer settles as SPEC §8 says", arguments: rows)
+    func answers(row: Row) {
+        let decision = Self.decide(row.notification, row.outcome)
+        #expect(decision.settlement == row.settlement)
+        #expect(decision.outcome == row.label)
+        #expect(decision.needsNotice == row.needsNotice)
+        #expect(decision.answered == row.answered)
+    }
+
+    @Test("jitter spreads a retry over ±20 % of its delay", arguments: [(0.0, 800), (0.5, 1_000), (0.999_999, 1_199)])
+    func jitter(random: Double, delay: Int64) {
+        var (machine, sends) = Self.sending([Self.notification(1)])
+        machine.sent(sends[0], outcome: .retry(reason: "503", retryAfter: nil, slowDown: false))
+        let decision = machine.decisions(now: Self.now, random: { random })[0]
+        guard case .retry(_, let next, _, _) = decision.settlement else {
+            Issue.record("not a retry: \(decision.settlement)")
+            return
+        }
+        #expect(next - Self.now == delay)
+    }
+
+    @Test("a pause leaves the application's sender of that kind out until its probe; an answer that works resumes it")
+    func pause() {
+        var (machine, sends) = Self.sending([Self.notification(1), Self.notification(2, kind: .webhook)])
+        machine.sent(sends[0], outcome: .pause(reason: "THIRD_PARTY_AUTH_ERROR"))
+        let paused = machine.decisions(now: Self.now, random: { 0.5 })
+        #expect(paused[0].note == .paused(newly: true))
+        machine.settled(1)
+        let fcm = SenderKey(app: "toto", kind: .mobile)
+        #expect(machine.paused[fcm]?.probeAt == Self.now + 30_000)
+        #expect(machine.pausedApplications == ["toto"])
+        #expect(machine.claim(now: Self.now + 1) == .claim(limit: 512, excluding: [fcm]))
+        // Paused again before the probe: not newly.
+        _ = machine.claimed([.init(Self.notification(3), provider: "fcm")])
+        machine.sent(.init(notification: Self.notification(3), provider: "fcm"), outcome: .pause(reason: "again"))
+        #expect(machine.decisions(now: Self.now + 2, random: { 0.5 })[0].note == .paused(newly: false))
+        #expect(machine.paused[fcm]?.since == Self.now)
+        // At the probe it is claimed again; the probe's success resumes it.
+        #expect(machine.claim(now: Self.now + 30_002) == .claim(limit: 512, excluding: []))
+        _ = machine.claimed([.init(Self.notification(4), provider: "fcm")])
+        machine.sent(.init(notification: Self.notification(4), provider: "fcm"), outcome: .delivered(reference: nil))
+        #expect(machine.decisions(now: Self.now + 30_003, random: { 0.5 })[0].resumed)
+        #expect(machine.paused.isEmpty)
+        // The webhook sender was never paused.
+        machine.sent(sends[1], outcome: .delivered(reference: nil))
+        #expect(!machine.decisions(now: Self.now + 30_004, random: { 0.5 })[0].resumed)
+    }
+
+    @Test("a slow-down leaves the application's sender out until the retry time; other applications go on")
+    func slowDown() {
+        var (machine, sends) = Self.sending([Self.notification(1)])
+        machine.sent(sends[0], outcome: .retry(reason: "QUOTA_EXCEEDED", retryAfter: Self.now + 60_000, slowDown: true))
+        let decision = machine.decisions(now: Self.now, random: { 0.5 })[0]
+        #expect(decision.note == .slowDown(until: Self.now + 60_000))
+        machine.settled(1)
+        let toto = SenderKey(app: "toto", kind: .mobile)
+        #expect(machine.claim(now: Self.now + 59_999) == .claim(limit: 512, excluding: [toto]))
+        #expect(machine.next(now: Self.now + 59_999, claimed: 0, limit: 512, nextDue: nil) == .sleep(until: Self.now + 60_000))
+        #expect(machine.claim(now: Self.now + 60_000) == .claim(limit: 512, excluding: []))
+    }
+
+    struct Wake: Sendable {
+        var claimed: Int
+        var limit: Int?
+        var nextDue: Int64?
+        var expected: Machine.Next
+    }
+
+    @Test(
+        "after a claim: a full batch looks again at once; else sleep until the next due time; with no free slot, until a send ends",
+        arguments: [
+            Wake(claimed: 512, limit: 512, nextDue: nil, expected: .claimAgain),
+            Wake(claimed: 3, limit: 512, nextDue: now + 2_000, expected: .sleep(until: now + 2_000)),
+            Wake(claimed: 0, limit: 512, nextDue: now - 5, expected: .sleep(until: now + 1)),  // due already: a moment later
+            Wake(claimed: 0, limit: 512, nextDue: nil, expected: .sleep(until: nil)),
+            Wake(claimed: 0, limit: nil, nextDue: nil, expected: .sleep(until: nil)),
+        ])
+    func wake(_ wake: Wake) {
+        let machine = Machine(configuration: .init())
+        #expect(machine.next(now: Self.now, claimed: wake.claimed, limit: wake.limit, nextDue: wake.nextDue) == wake.expected)
+    }
+
+    @Test("a notification whose application has no such sender waits on the retry schedule")
+    func noSender() {
+        var machine = Machine(configuration: .init())
+        #expect(machine.claimed([.init(Self.notification(1, app: "gone"), provider: nil)]).isEmpty)
+        #expect(machine.hasAnswers)
+        let decision = machine.decisions(now: Self.now, random: { 0.5 })[0]
+        #expect(decision.provider == "none")
+        #expect(decision.settlement == .retry(id: 1, nextAttemptAt: Self.now + 1_000, firstAttemptAt: Self.now, attempts: 1))
+        #expect(decision.reason == "no mobile provider is configured for gone")
+    }
+
+    @Test("stopping: what waits for a slot is released; nothing is sending once every send was answered")
+    func stopping() {
+        var (machine, sends) = Self.sending(
+            (1...3).map { Self.notification($0) }, configuration: .init(perProvider: 1))
+        #expect(sends.map(\.notification.id) == [1])
+        #expect(!machine.nothingSending)
+        machine.sent(sends[0], outcome: .delivered(reference: nil))
+        #expect(machine.nothingSending)
+        #expect(machine.unsent().map(\.id) == [2, 3])
+        #expect(machine.unsent().isEmpty)
+        _ = machine.decisions(now: Self.now, random: { 0.5 })
+        machine.settled(1)
+        machine.settled(2)
+        #expect(machine.isIdle)
+    }
+}
