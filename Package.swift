@@ -206,6 +206,13 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        .testTarget(
+            name: "PushAPITests",
+            dependencies: [
+                "PushAPI", "PushStore", "PushJOSE", "PushTestSupport", .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
         .testTarget(name: "PushDeliveryTests", dependencies: ["PushDelivery", "PushTestSupport", "PushStore", "PushJOSE"]),
         .testTarget(
             name: "PushStoreTests",

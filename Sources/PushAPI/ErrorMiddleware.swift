@@ -23,11 +23,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
             return try response(for: error, request, context)
         } catch let error as HTTPError where error.status == .methodNotAllowed {
             return try APIError(
-                .methodNotAllowed, "method_not_allowed",
+                .methodNotAllowed, .methodNotAllowed,
                 "\(quotedText(request.method.rawValue)) is not allowed on \(quotedText(request.uri.path))"
             ).response(from: request, context: context)
         } catch let error as HTTPError where (400..<500).contains(error.status.code) {
-            return try APIError(error.status, Self.code(error.status), error.body ?? error.status.reasonPhrase)
+            return try APIError(error.status, .status(error.status), error.body ?? error.status.reasonPhrase)
                 .response(from: request, context: context)
         } catch let error as HTTPParserError {
             // The body was not valid HTTP/1.1 (a malformed chunk): the client's fault.
@@ -45,7 +45,7 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         switch error.kind {
         case .busy:
             return try APIError(
-                .serviceUnavailable, "unavailable", "the store is busy; try again in a moment", headers: [.retryAfter: "1"]
+                .serviceUnavailable, .unavailable, "the store is busy; try again in a moment", headers: [.retryAfter: "1"]
             ).response(from: request, context: context)
         case .duplicate:
             return try APIError.conflict("a subscription with this id exists already").response(from: request, context: context)
@@ -58,10 +58,5 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
                 "store failure", metadata: ["method": "\(request.method)", "path": "\(request.uri.path)", "error": "\(error)"])
             return try APIError.internalError.response(from: request, context: context)
         }
-    }
-
-    /// The `error` code of a client error status: its reason phrase in snake case.
-    static func code(_ status: HTTPResponse.Status) -> String {
-        status.reasonPhrase.lowercased().split { !$0.isLetter }.joined(separator: "_")
     }
 }

@@ -57,7 +57,7 @@ public struct SubscriptionAPI: Sendable {
             where !allowed.contains(method.rawValue) {
                 router.on(RouterPath(path), method: method) { request, _ -> Response in
                     throw APIError(
-                        .methodNotAllowed, "method_not_allowed",
+                        .methodNotAllowed, .methodNotAllowed,
                         "\(request.method.rawValue) is not allowed here; allowed: \(allowed.joined(separator: ", "))",
                         headers: [.allow: allowed.joined(separator: ", ")])
                 }
@@ -245,7 +245,7 @@ public struct SubscriptionAPI: Sendable {
         let mediaType = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
         guard mediaType == "application/json" else {
             throw APIError(
-                .unsupportedMediaType, "unsupported_media_type",
+                .unsupportedMediaType, .unsupportedMediaType,
                 "the body must be JSON with Content-Type: application/json\(contentType.isEmpty ? "" : ", not \(contentType)")")
         }
         do {
