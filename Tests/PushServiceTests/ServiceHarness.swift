@@ -42,7 +42,7 @@ final class ServiceHarness: Sendable {
     /// - Parameter now: the clock's time at start, in Unix seconds.
     init(
         folder: URL? = nil, now: Int64 = 1_800_000_000, limits: ConnectionLimits = .standard, ingest: Bool = false,
-        batchLines: Int = 2_000, snapshotAfterBytes: Int? = nil
+        batchLines: Int = 2_000, snapshotAfterBytes: Int? = nil, store: String = "{sqlite: ./store.db}", instance: String? = nil
     ) throws {
         self.limits = limits
         self.tuning = ServiceRuntime.Tuning(
@@ -52,8 +52,9 @@ final class ServiceHarness: Sendable {
         try FileManager.default.createDirectory(at: self.folder, withIntermediateDirectories: true)
         let keys = Self.fixtures.appendingPathComponent("jose/test-keyset.json").path
         let ingestSection = ingest ? "ingest: {queueFile: ./changes.ndjson, socket: ./in.sock, deadLetter: ./dead.ndjson}\n" : ""
-        let configuration = ingestSection + """
-            store: {sqlite: ./store.db}
+        let instanceSection = instance.map { "instance: \($0)\n" } ?? ""
+        let configuration = ingestSection + instanceSection + """
+            store: \(store)
             http: {host: 127.0.0.1, port: 0}
             delivery: {enabled: false}   # these tests read the outbox as ingestion left it
             expiry: {interval: 1s}
