@@ -163,9 +163,11 @@ final class HTTPGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
         _ context: ChannelHandlerContext, after delay: TimeAmount, _ action: @escaping (HTTPGuardHandler, ChannelHandlerContext) -> Void
     ) {
         deadline?.cancel()
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        // The handler, its context and the action live on the channel's event loop, where the
+        // task runs.
+        let loopBound = NIOLoopBound((self, context, action), eventLoop: context.eventLoop)
         deadline = context.eventLoop.scheduleTask(in: delay) {
-            let (handler, context) = loopBound.value
+            let (handler, context, action) = loopBound.value
             handler.deadline = nil
             action(handler, context)
         }

@@ -91,7 +91,7 @@ public struct Mutator {
     public mutating func strangeValue() -> JSON {
         let choices: [JSON] = [
             .null, .bool(true), .bool(false), .int(0), .int(-1), .int(.max), .int(.min), .double(1e308), .double(-0.0),
-            .double(5e-324), .double(0.5), .string(""), .string(" "), .string("\u{0}"), .string("a/b"), .string("../.."),
+            .double(.leastNonzeroMagnitude), .double(0.5), .string(""), .string(" "), .string("\u{0}"), .string("a/b"), .string("../.."),
             .string("é\u{301}"), .string(String(repeating: "x", count: 5000)), .array([]), .array([.null, .int(1)]),
             .object(JSONObject()), .object(JSONObject([(Key("a"), .int(1))])),
         ]

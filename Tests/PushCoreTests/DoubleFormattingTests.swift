@@ -30,7 +30,11 @@ struct DoubleFormattingTests {
     func edges() {
         var values: [Double] = [
             .leastNonzeroMagnitude, .leastNormalMagnitude, .greatestFiniteMagnitude, .ulpOfOne, 1e-4, 9.999999999999999e-5,
-            1e16, 9999999999999998, 1e23, 5e-324, 1e-323, 1.5e-323, 2.2250738585072009e-308, 0.1, 0.2, 0.3, 1 / 3.0,
+            1e16, 9999999999999998, 1e23, 0.1, 0.2, 0.3, 1 / 3.0,
+            // The three smallest subnormals (5e-324, 1e-323, 1.5e-323) and the largest subnormal's
+            // neighbour that once hung parsers (2.2250738585072009e-308), read at run time: as
+            // literals they are rounded with a warning.
+            Double(bitPattern: 1), Double(bitPattern: 2), Double(bitPattern: 3), Double("2.2250738585072009e-308")!,
         ]
         for e in -1074...1023 {
             let p = Foundation.pow(2.0, Double(e))
@@ -57,7 +61,7 @@ struct DoubleFormattingTests {
         for _ in 0..<20_000 {
             let value = Double(bitPattern: rng.next())
             guard value.isFinite else { continue }
-            guard case let parsed = try JSONParser.parse(formatted(value)) else { continue }
+            let parsed = try JSONParser.parse(formatted(value))
             switch parsed {
             case .double(let back): #expect(back == value)
             case .int(let back): #expect(Double(back) == value)
