@@ -96,11 +96,11 @@ struct DeploymentTests {
     }
 
     @Test(
-        "a single instance on PostgreSQL processes records itself: no inbox, no lease, no instance row",
+        "a single instance on PostgreSQL processes records itself (no inbox, no lease, no instance row) and files checkpoints under its name",
         .enabled(if: PostgresTestServer.enabled))
     func singleOnPostgres() async throws {
         let url = try PostgresTestServer.shared.get().createDatabase()
-        let service = try ServiceHarness(ingest: true, store: "{postgres: \"\(url)\"}", instance: "{mode: single}")
+        let service = try ServiceHarness(ingest: true, store: "{postgres: \"\(url)\"}", instance: "{mode: single, name: node-1}")
         try await service.start()
         let document = #"{"kind":"mobile","mode":"value","path":"/users/alice","context":"fcm-alice","format":"v1"}"#
         #expect(try await service.send(.POST, "/datasync/v2/toto/subscriptions/u1", body: document, token: try service.token()).status == 201)
@@ -118,7 +118,8 @@ struct DeploymentTests {
         #expect(try await store.leases().isEmpty)
         #expect(try await store.instances(within: 3_600_000).isEmpty)
         #expect(try await store.inboxDepth() == 0)
-        #expect(try await store.checkpoints().map(\.source) == ["queue-file"])
+        // Filed under the instance's name, as shared instances file theirs.
+        #expect(try await store.checkpoints().map(\.source) == ["node-1/queue-file"])
         await service.shutdown()
     }
 }

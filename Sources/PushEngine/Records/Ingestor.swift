@@ -26,6 +26,8 @@ public struct Ingestor: Service {
     let queue: IngestQueue
     let store: any IngestStore
     let checker: LineChecker
+    /// The name each source's watermark and checkpoint is kept under.
+    let checkpointKey: @Sendable (String) -> String
     let engine: RecordEngine
     let writer: BatchWriter
     let clock: any ServiceClock
@@ -34,14 +36,16 @@ public struct Ingestor: Service {
 
     /// - Parameters:
     ///   - checker: the sources' watermarks as checkpointed.
+    ///   - checkpointKey: the name a source's checkpoint is filed under (default: its own).
     ///   - engine: the trees as loaded.
     public init(
-        queue: IngestQueue, store: any IngestStore, checker: LineChecker, engine: RecordEngine, writer: BatchWriter, clock: any ServiceClock,
-        configuration: Configuration = Configuration(), logger: Logger
+        queue: IngestQueue, store: any IngestStore, checker: LineChecker, checkpointKey: @escaping @Sendable (String) -> String = { $0 },
+        engine: RecordEngine, writer: BatchWriter, clock: any ServiceClock, configuration: Configuration = Configuration(), logger: Logger
     ) {
         self.queue = queue
         self.store = store
         self.checker = checker
+        self.checkpointKey = checkpointKey
         self.engine = engine
         self.writer = writer
         self.clock = clock
@@ -79,7 +83,7 @@ public struct Ingestor: Service {
                 let lines = await queue.receive(limit: configuration.batchLines)
                 if lines.isEmpty { break }  // finished and drained
                 let now = clock.now
-                let prepared = try await engine.prepare(checker.check(lines, now: now), now: now)
+                let prepared = try await engine.prepare(checker.check(lines, now: now, key: checkpointKey), now: now)
                 // One commit at a time, in order.
                 if committing { try await commits.next() }
                 commits.addTask {

@@ -78,7 +78,7 @@ enum Deployments {
     static func open(_ configuration: ServiceConfiguration, logger: Logger) async throws -> any Deployment {
         switch (configuration.store, configuration.instanceMode) {
         case (.sqlite(let path), _):
-            return SingleInstance(store: try SQLiteStore(path: path))
+            return SingleInstance(sqlite: try SQLiteStore(path: path))
         case (.postgres(let url), .single):
             let store = try await PostgresStore.open(url: url, logger: logger)
             do {
@@ -97,7 +97,7 @@ enum Deployments {
                 store.close()
                 throw error
             }
-            return SingleInstance(store: store)
+            return SingleInstance(postgres: store, instance: configuration.instanceName)
         case (.postgres(let url), .shared):
             let store = try await PostgresStore.open(url: url, logger: logger)
             do {

@@ -7,21 +7,41 @@ import PushStore
 /// start and processes every record itself (``Ingestor``).
 struct SingleInstance: Deployment {
     let store: any RuntimeStore
-    /// Host and process: a restart after a crash releases every claim anyway.
-    let instance = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
+    let instance: String
+    /// On PostgreSQL, checkpoints are filed under the instance's name, as shared instances file
+    /// theirs: a database moves between the modes without reading its sources again.
+    let filesCheckpointsUnderName: Bool
     let releasesEveryClaimAtStart = true
 
-    func checkpointKey(_ source: String) -> String { source }
+    /// SQLite: checkpoints under the sources' names, claims under host and process (a restart
+    /// after a crash releases every claim anyway).
+    init(sqlite store: SQLiteStore) {
+        self.store = store
+        self.instance = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
+        self.filesCheckpointsUnderName = false
+    }
+
+    /// PostgreSQL held alone: checkpoints and claims under `instance.name`.
+    init(postgres store: PostgresStore, instance: String) {
+        self.store = store
+        self.instance = instance
+        self.filesCheckpointsUnderName = true
+    }
+
+    func checkpointKey(_ source: String) -> String {
+        filesCheckpointsUnderName ? SharedInstances.sourceKey(instance: instance, source: source) : source
+    }
 
     func processing(_ parts: ServiceParts) async throws -> Processing {
         let trees = try await TreeLoader.load(from: store, logger: parts.logger)
         let checker = LineChecker(watermarks: parts.checkpoints.compactMapValues(\.lastSeq), maxLineBytes: parts.tuning.maxLineBytes)
+        let key = checkpointKey
         let engine = RecordEngine(
             trees: trees, settings: parts.settings, sealers: parts.sealers, registry: parts.registry, configuration: parts.engineConfiguration,
             logger: parts.logger)
         let writer = BatchWriter(deadLetters: parts.deadLetters, counters: parts.counters, index: parts.registry, outbox: parts.delivery, logger: parts.logger)
         let ingestor = Ingestor(
-            queue: parts.queue, store: store, checker: checker, engine: engine, writer: writer, clock: parts.clock,
+            queue: parts.queue, store: store, checker: checker, checkpointKey: key, engine: engine, writer: writer, clock: parts.clock,
             configuration: parts.tuning.ingest, logger: parts.logger)
         return Processing(records: [ingestor], outbox: parts.delivery, cluster: nil)
     }
