@@ -29,50 +29,6 @@ protocol Deployment: Sendable {
     func processing(_ parts: ServiceParts) async throws -> Processing
 }
 
-/// What the root builds the same for every deployment, and the processing services need.
-struct ServiceParts: Sendable {
-    let configuration: ServiceConfiguration
-    let applications: [String: PreparedApplication]
-    let registry: SubscriptionRegistry
-    let sealers: any SealerProvider
-    let queue: IngestQueue
-    /// The sources' checkpoints as stored (by this deployment's checkpoint key).
-    let checkpoints: [String: SourceCheckpoint]
-    let deadLetters: any DeadLetterSink
-    let counters: IngestCounters
-    /// The local delivery worker.
-    let delivery: any OutboxListener
-    /// Where the HTTP API can be reached (published by shared instances).
-    let address: AdvertisedAddress
-    let clock: any ServiceClock
-    let tuning: ServiceRuntime.Tuning
-    let logger: Logger
-
-    var settings: @Sendable (String) -> PipelineSettings {
-        let settings = applications.mapValues(\.settings)
-        return { settings[$0] ?? .standard }
-    }
-
-    var engineConfiguration: RecordEngine.Configuration {
-        RecordEngine.Configuration(snapshotAfterBytes: tuning.snapshotAfterBytes ?? configuration.ingest.snapshotAfter)
-    }
-}
-
-/// The services a deployment runs to process records, by when they start and stop.
-struct Processing: Sendable {
-    /// Started first, stopped last (a lease keeper's heartbeat keeps the claims of the last
-    /// sends alive until they are answered).
-    var lifetime: [any Service] = []
-    /// What processes records: started after the delivery worker, stopped before it.
-    var records: [any Service]
-    /// What takes the sources' lines: started after the processing, stopped before it.
-    var intake: [any Service] = []
-    /// Told when notifications were queued here (the sweeper).
-    var outbox: any OutboxListener
-    /// The instances sharing the store, for `/status`; `nil` for a single instance.
-    var cluster: (any ClusterStore)?
-}
-
 /// Opens the configured store and chooses the deployment (see ``Deployment``).
 enum Deployments {
     static func open(_ configuration: ServiceConfiguration, logger: Logger) async throws -> any Deployment {
