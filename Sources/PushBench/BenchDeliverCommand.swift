@@ -33,8 +33,9 @@ struct BenchDeliver: AsyncParsableCommand {
     @Option(help: ArgumentHelp("(internal) run as a worker with this claimant", visibility: .hidden)) var worker: String?
 
     func run() async throws {
+        // Sources/PushBench/ → the repository → its folder, where `shared/` sits beside it.
         let peerFolder = peer ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().deletingLastPathComponent().appendingPathComponent("shared/bench").path
+            .deletingLastPathComponent().appendingPathComponent("shared/bench").path
         var nginxPID: Int32?
         var base = url ?? ""
         if url == nil {

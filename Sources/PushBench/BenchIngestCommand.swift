@@ -7,8 +7,9 @@ import PushStore
 /// The path of a reference script in the source tree's `scripts/` (benchmarks run from a
 /// checkout); `nil` when it is not there.
 func referenceScript(_ name: String) -> String? {
+    // Sources/PushBench/ → the repository's scripts/.
     let path = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().appendingPathComponent("scripts/\(name)").path
+        .appendingPathComponent("scripts/\(name)").path
     return FileManager.default.fileExists(atPath: path) ? path : nil
 }
 

@@ -78,10 +78,10 @@ public struct ApplicationOwner: Service {
                     logger.error("processing an application failed; retrying", metadata: ["app": "\(app)", "error": "\(error)"])
                     engine.forget(app: app)  // reloaded from what was committed
                     loaded[app] = nil
-                    try? await Task.sleep(for: .milliseconds(500))
+                    try? await Task.sleep(for: .milliseconds(500))  // the store recovers in real time
                 }
             }
-            if !worked { await wake.wait(upTo: .milliseconds(500)) }
+            if !worked { await wake.wait(upTo: .milliseconds(500), on: clock) }
         }
         await leases.releaseAll()
     }

@@ -1,4 +1,6 @@
-/// A wake-up signal: `signal()` from anywhere, `wait(upTo:)` in one consumer. Signals while
+import PushCore
+
+/// A wake-up signal: `signal()` from anywhere, `wait(upTo:on:)` in one consumer. Signals while
 /// nobody waits are kept (one is enough).
 public final class Wakeup: Sendable {
     let stream: AsyncStream<Void>
@@ -10,14 +12,14 @@ public final class Wakeup: Sendable {
 
     public func signal() { continuation.yield() }
 
-    /// Returns at the next signal, or after `timeout`, or at cancellation.
-    func wait(upTo timeout: Duration) async {
+    /// Returns at the next signal, or after `timeout` of `clock`'s time, or at cancellation.
+    func wait(upTo timeout: Duration, on clock: any ServiceClock) async {
         let stream = self.stream
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
                 for await _ in stream { return }
             }
-            group.addTask { try? await Task.sleep(for: timeout) }
+            group.addTask { try? await clock.sleep(for: timeout) }
             await group.next()
             group.cancelAll()
         }
