@@ -190,10 +190,12 @@ public struct DispatchStateMachine: Sendable {
     }
 
     /// What to do after a claim that returned `count` of `limit` (``claim(now:)``), given the
-    /// next due time the outbox holds: a full batch means more may be due; else sleep until the
-    /// next due time or the next return of a sender left out, whichever is first, and with no
-    /// free slot, until a send ends.
+    /// next due time the outbox holds: answers to settle (a notification without a sender is
+    /// answered at once) or a full batch mean looking again at once; else sleep until the next
+    /// due time or the next return of a sender left out, whichever is first, and with no free
+    /// slot, until a send ends.
     public func next(now: Int64, claimed count: Int, limit: Int?, nextDue: Int64?) -> Next {
+        if hasAnswers { return .claimAgain }
         guard let limit else { return .sleep(until: nil) }
         if count > 0 && count == limit { return .claimAgain }
         var wakeAt = resumeAt(now: now)

@@ -221,6 +221,8 @@ struct DispatchStateMachineTests {
         var machine = Machine(configuration: .init())
         #expect(machine.claimed([.init(Self.notification(1, app: "gone"), provider: nil)]).isEmpty)
         #expect(machine.hasAnswers)
+        // Answered at once: the worker settles it before it sleeps.
+        #expect(machine.next(now: Self.now, claimed: 1, limit: 512, nextDue: Self.now + 60_000) == .claimAgain)
         let decision = machine.decisions(now: Self.now, random: { 0.5 })[0]
         #expect(decision.provider == "none")
         #expect(decision.settlement == .retry(id: 1, nextAttemptAt: Self.now + 1_000, firstAttemptAt: Self.now, attempts: 1))

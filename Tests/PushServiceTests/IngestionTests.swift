@@ -197,3 +197,24 @@ struct IngestionTests {
 
 /// Runs blocking work on a thread of its own.
 
+
+@Suite("Start-up failures")
+struct StartupFailureTests {
+    @Test("a store whose tree cannot be read stops the start with the store's error, and the HTTP clients are shut down")
+    func unreadableTree() async throws {
+        let service = try ServiceHarness(ingest: true)
+        let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
+        var batch = CommitBatch(now: 1)
+        batch.journal["toto"] = Array("this is not a change record\n".utf8)
+        _ = try await store.commit(batch)
+        do {
+            try await service.start()
+            Issue.record("the service started over an unreadable journal")
+        } catch let error as StoreError {
+            #expect(error.kind == .corrupt)
+            #expect(error.description.contains("journal row"))
+        }
+        // An unshut HTTP client would have trapped when the failed run let it go.
+        await service.shutdown()
+    }
+}

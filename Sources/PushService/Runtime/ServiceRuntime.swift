@@ -70,53 +70,57 @@ public struct ServiceRuntime: Sendable {
         let deliveries = DeliveryCounters(metrics: observability.metrics, clock: clock)
         let ingestCounters = IngestCounters(metrics: observability.metrics)
         let senders = try await ConfiguredSenders(configuration, clock: clock, counters: deliveries)
-        let dispatcher = Dispatcher(
-            store: store, senders: senders, configuration: configuration.delivery.dispatcher(claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart),
-            notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries, logger: logger)
-        let queue = IngestQueue()
-        let stored = try await store.checkpoints()
-        let parts = ServiceParts(
-            configuration: configuration, applications: applications, registry: registry, sealers: sealers, queue: queue,
-            checkpoints: Dictionary(stored.map { ($0.source, $0) }, uniquingKeysWith: { $1 }),
-            deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), counters: ingestCounters, delivery: dispatcher,
-            address: AdvertisedAddress(configuration.http.advertised), clock: clock, tuning: tuning, logger: logger)
+        // The senders hold the HTTP clients: they are shut down however the run ends.
+        func serve() async throws {
+            let dispatcher = Dispatcher(
+                store: store, senders: senders, configuration: configuration.delivery.dispatcher(claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart),
+                notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries, logger: logger)
+            let queue = IngestQueue()
+            let stored = try await store.checkpoints()
+            let parts = ServiceParts(
+                configuration: configuration, applications: applications, registry: registry, sealers: sealers, queue: queue,
+                checkpoints: Dictionary(stored.map { ($0.source, $0) }, uniquingKeysWith: { $1 }),
+                deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), counters: ingestCounters, delivery: dispatcher,
+                address: AdvertisedAddress(configuration.http.advertised), clock: clock, tuning: tuning, logger: logger)
 
-        // What differs: how records are processed.
-        let processing = try await deployment.processing(parts)
+            // What differs: how records are processed.
+            let processing = try await deployment.processing(parts)
 
-        let sweeper = ExpirySweeper(
-            store: store, index: registry, outbox: processing.outbox, sealers: sealers, interval: configuration.expiry.interval, clock: clock,
-            metrics: observability.metrics, logger: logger)
-        let follower = ChangeFollower(store: store, registry: registry, interval: tuning.followInterval, clock: clock, logger: logger)
-        let syncer = IndexSyncer(registry: registry, logger: logger)
-        let sources = Self.sources(configuration, parts: parts, deployment: deployment, readiness: observability)
-        let server = APIServer(
-            configuration: configuration, applications: applications, store: store, index: registry, clock: clock,
-            jwks: Self.publishedKeys(serviceKeys: serviceKeys, applications: applications),
-            operations: Operations(
-                instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,
-                ingest: ingestCounters, cluster: processing.cluster),
-            address: parts.address, limits: tuning.connectionLimits, onListening: onListening, logger: logger
-        ).application()
+            let sweeper = ExpirySweeper(
+                store: store, index: registry, outbox: processing.outbox, sealers: sealers, interval: configuration.expiry.interval, clock: clock,
+                metrics: observability.metrics, logger: logger)
+            let follower = ChangeFollower(store: store, registry: registry, interval: tuning.followInterval, clock: clock, logger: logger)
+            let syncer = IndexSyncer(registry: registry, logger: logger)
+            let sources = Self.sources(configuration, parts: parts, deployment: deployment, readiness: observability)
+            let server = APIServer(
+                configuration: configuration, applications: applications, store: store, index: registry, clock: clock,
+                jwks: Self.publishedKeys(serviceKeys: serviceKeys, applications: applications),
+                operations: Operations(
+                    instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,
+                    ingest: ingestCounters, cluster: processing.cluster),
+                address: parts.address, limits: tuning.connectionLimits, onListening: onListening, logger: logger
+            ).application()
 
-        // A graceful shutdown stops services in reverse order: the API, then the sources (no
-        // more input) and the intake, then the index and the sweeper, then the processing,
-        // which commits what was taken, then the delivery worker, which waits for the answers
-        // of the sends in flight (each has its deadline) and stores them, and last what must
-        // outlive it (a shared instance's lease keeper).
-        var services: [any Service] = processing.lifetime
-        if configuration.delivery.enabled { services.append(dispatcher) }
-        services += processing.records
-        services += [sweeper, follower, syncer] as [any Service]
-        services += processing.intake
-        services += sources
-        services.append(server)
-        let group = ServiceGroup(
-            configuration: .init(
-                services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
-        stopper?.attach(group)
-        do {
+            // A graceful shutdown stops services in reverse order: the API, then the sources (no
+            // more input) and the intake, then the index and the sweeper, then the processing,
+            // which commits what was taken, then the delivery worker, which waits for the answers
+            // of the sends in flight (each has its deadline) and stores them, and last what must
+            // outlive it (a shared instance's lease keeper).
+            var services: [any Service] = processing.lifetime
+            if configuration.delivery.enabled { services.append(dispatcher) }
+            services += processing.records
+            services += [sweeper, follower, syncer] as [any Service]
+            services += processing.intake
+            services += sources
+            services.append(server)
+            let group = ServiceGroup(
+                configuration: .init(
+                    services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            stopper?.attach(group)
             try await group.run()
+        }
+        do {
+            try await serve()
         } catch {
             try? await senders.shutdown()
             throw error

@@ -41,6 +41,8 @@ struct SharedInstance: Deployment {
         let intake = InboxIntake(
             queue: parts.queue, store: shared, instance: instance, checker: checker, writer: writer, clock: parts.clock,
             batchLines: parts.tuning.ingest.batchLines, logger: parts.logger)
-        return Processing(lifetime: [keeper], records: [owner, listener, outbox], intake: [intake], outbox: outbox, cluster: shared)
+        // The outbox signal starts before the owner and stops after it: the owner's last commits
+        // still wake the other instances.
+        return Processing(lifetime: [keeper], records: [outbox, owner, listener], intake: [intake], outbox: outbox, cluster: shared)
     }
 }
