@@ -8,10 +8,13 @@ public struct APIApplication: Sendable {
     /// which case every request is refused (401): there is no anonymous access.
     public let verifier: BearerTokenVerifier?
     public let rules: SubscriptionRules
+    /// Who may read which node (SPEC §12): asked at every create and refresh.
+    public let access: any ReadAccess
 
-    public init(id: String, verifier: BearerTokenVerifier?, rules: SubscriptionRules) {
+    public init(id: String, verifier: BearerTokenVerifier?, rules: SubscriptionRules, access: any ReadAccess) {
         self.id = id
         self.verifier = verifier
         self.rules = rules
+        self.access = access
     }
 }

@@ -19,6 +19,8 @@ public struct APIError: HTTPResponseError, Sendable, Equatable {
         public static let unauthorized = Code("unauthorized")
         /// A valid token for another user or application (403).
         public static let forbidden = Code("forbidden")
+        /// The read rules do not let the token's user read the node (403, SPEC §12).
+        public static let permissionDenied = Code("permission_denied")
         /// No such subscription, route or application (404).
         public static let notFound = Code("not_found")
         /// A method the resource does not serve (405).

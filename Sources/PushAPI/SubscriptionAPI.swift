@@ -77,7 +77,7 @@ public struct SubscriptionAPI: Sendable {
     // MARK: - Handlers
 
     func create(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (application, uid) = try await authorize(request, context)
+        let (application, uid, claims) = try await authorize(request, context)
         let allowsUpdate = try allowsUpdateParameter(request)
         let body = try await jsonBody(request, required: true)!
         let subscriptionRequest: SubscriptionRequest
@@ -100,9 +100,10 @@ public struct SubscriptionAPI: Sendable {
         } catch {
             throw APIError.badRequest(error.message)
         }
+        try await checkAccess(application, uid: uid, path: tuple.path, claims: claims)
         let subscription = Subscription(
             id: id, tuple: tuple, mode: subscriptionRequest.mode, format: subscriptionRequest.format,
-            encryption: subscriptionRequest.encryption, createdAt: now, expiresAt: expiresAt)
+            encryption: subscriptionRequest.encryption, createdAt: now, expiresAt: expiresAt, auth: claims)
         switch try await store.save(subscription, allowUpdate: allowsUpdate) {
         case .created(let created):
             await index.catchUp()
@@ -117,13 +118,13 @@ public struct SubscriptionAPI: Sendable {
     }
 
     func list(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (application, uid) = try await authorize(request, context)
+        let (application, uid, _) = try await authorize(request, context)
         let subscriptions = try await store.subscriptions(app: application.id, uid: uid)
         return Response.json(.array(subscriptions.map(\.document)))
     }
 
     func read(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (application, uid) = try await authorize(request, context)
+        let (application, uid, _) = try await authorize(request, context)
         let id = try parameter("id", context)
         guard let subscription = try await store.subscription(app: application.id, uid: uid, id: id) else {
             throw APIError.notFound("no subscription \(quotedText(id)) for this user")
@@ -132,7 +133,7 @@ public struct SubscriptionAPI: Sendable {
     }
 
     func refresh(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (application, uid) = try await authorize(request, context)
+        let (application, uid, claims) = try await authorize(request, context)
         let id = try parameter("id", context)
         var requested: Int64?
         if let body = try await jsonBody(request, required: false) {
@@ -162,14 +163,19 @@ public struct SubscriptionAPI: Sendable {
         } catch {
             throw APIError.badRequest(error.message)
         }
-        guard let updated = try await store.updateExpiration(app: application.id, uid: uid, id: id, expiresAt: expiresAt) else {
+        guard let existing = try await store.subscription(app: application.id, uid: uid, id: id) else {
             throw APIError.notFound("no subscription \(quotedText(id)) for this user")
         }
+        try await checkAccess(application, uid: uid, path: existing.path, claims: claims)
+        guard let updated = try await store.updateExpiration(app: application.id, uid: uid, id: id, expiresAt: expiresAt, auth: claims) else {
+            throw APIError.notFound("no subscription \(quotedText(id)) for this user")
+        }
+        if updated.auth != existing.auth { await index.catchUp() }
         return document(updated, status: .ok)
     }
 
     func remove(_ request: Request, _ context: BasicRequestContext) async throws -> Response {
-        let (application, uid) = try await authorize(request, context)
+        let (application, uid, _) = try await authorize(request, context)
         let id = try parameter("id", context)
         guard try await store.remove(app: application.id, uid: uid, id: id) != nil else {
             throw APIError.notFound("no subscription \(quotedText(id)) for this user")
@@ -185,8 +191,24 @@ public struct SubscriptionAPI: Sendable {
         return Response.json(status: status, subscription.document, headers: [.contentLocation: location])
     }
 
-    /// The application and uid of the URL, once the bearer token has been verified for them.
-    func authorize(_ request: Request, _ context: BasicRequestContext) async throws -> (APIApplication, String) {
+    /// Refuses with 403 `permission_denied` unless the application's read rules let the token's
+    /// user read `path` now (SPEC §12); the claims are what the subscription keeps.
+    func checkAccess(_ application: APIApplication, uid: String, path: Path, claims: JSON) async throws {
+        let size = claims.description.utf8.count
+        guard size <= Subscription.maxAuthBytes else {
+            throw APIError.badRequest(
+                "the token's claims are \(size) bytes; a subscription keeps them to evaluate the read rules again, at most \(Subscription.maxAuthBytes)")
+        }
+        guard try await application.access.allows(path: path, auth: ReadRules.auth(uid: uid, claims: claims)) else {
+            throw APIError(
+                .forbidden, .permissionDenied,
+                "the read rules of \(quotedText(application.id)) do not let \(quotedText(uid)) read \(quotedText(path.string))")
+        }
+    }
+
+    /// The application and uid of the URL, and the token's verified claims, once the bearer
+    /// token has been verified for them.
+    func authorize(_ request: Request, _ context: BasicRequestContext) async throws -> (APIApplication, String, JSON) {
         let app = try parameter("app", context)
         let uid = try parameter("uid", context)
         guard let application = applications[app], utf8Equal(application.id, app) else {
@@ -206,8 +228,9 @@ public struct SubscriptionAPI: Sendable {
             throw APIError.unauthorized("application \(quotedText(app)) has no authentication configured", invalidToken: true)
         }
         let subject: String
+        let claims: JSON
         do {
-            subject = try verifier.subject(of: String(parts[1]), now: clock.nowSeconds)
+            (subject, claims) = try verifier.verify(String(parts[1]), now: clock.nowSeconds)
         } catch {
             throw APIError.unauthorized(error.description, invalidToken: true)
         }
@@ -216,7 +239,7 @@ public struct SubscriptionAPI: Sendable {
         guard utf8Equal(subject, uid) else {
             throw APIError.forbidden("the token is for user \(quotedText(subject)), not \(quotedText(uid))")
         }
-        return (application, uid)
+        return (application, uid, claims)
     }
 
     func parameter(_ name: String, _ context: BasicRequestContext) throws -> String {

@@ -89,7 +89,7 @@ enum IngestBenchmark {
         let sealers = SubscriptionSealers(
             applications: ["bench": .init(keys: keys, signer: try JWSSigner(key: hs256))], fallback: .init(keys: keys, signer: try JWSSigner(key: serviceKey)))
         let queue = IngestQueue()
-        let engine = RecordEngine(settings: { _ in .standard }, sealers: sealers, registry: registry, logger: logger)
+        let engine = RecordEngine(settings: [:], sealers: sealers, registry: registry, logger: logger)
         let writer = BatchWriter(
             deadLetters: DeadLetterFile(path: folder + "/dead.ndjson"), counters: IngestCounters(), index: registry, outbox: NoOutbox(), logger: logger)
         let ingestor = Ingestor(queue: queue, store: store, checker: LineChecker(), engine: engine, writer: writer, clock: SystemClock(), logger: logger)

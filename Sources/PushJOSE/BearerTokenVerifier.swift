@@ -36,6 +36,11 @@ public struct BearerTokenVerifier: Sendable {
 
     /// The subject of a valid token.
     public func subject(of token: String, now: Int64) throws(Failure) -> String {
+        try verify(token, now: now).subject
+    }
+
+    /// The subject and the verified claims (a JSON object) of a valid token.
+    public func verify(_ token: String, now: Int64) throws(Failure) -> (subject: String, claims: JSON) {
         let bytes = Array(token.utf8)
         let verified: JWS.Verified
         do {
@@ -84,7 +89,7 @@ public struct BearerTokenVerifier: Sendable {
         }
         let subject = claims[Key("sub")]?.stringValue ?? claims[Key("uid")]?.stringValue
         guard let subject, !subject.isEmpty else { throw Failure("the token has no subject (sub or uid claim)") }
-        return subject
+        return (subject, .object(claims))
     }
 }
 

@@ -7,7 +7,21 @@ import PostgresNIO
 /// (``SQLiteMigrations``): a bad row is refused whoever writes it.
 enum PostgresMigrations {
     /// Version → its statements (one statement each: the extended protocol runs one at a time).
-    static let migrations: [(version: Int32, statements: [String])] = [(1, version1)]
+    static let migrations: [(version: Int32, statements: [String])] = [(1, version1), (2, version2)]
+
+    /// Version 2 (read rules, SPEC §12): the verified claims a subscription was created or
+    /// refreshed with (compact JSON text, bounded), and a changed claim logs a change, so that
+    /// every index evaluates the rules again with it.
+    static let version2: [String] = [
+        "ALTER TABLE subscription ADD COLUMN auth text CHECK (auth IS NULL OR octet_length(auth) <= 4096)",
+        "DROP TRIGGER subscription_updated ON subscription",
+        """
+        CREATE TRIGGER subscription_updated AFTER UPDATE OF mode, format, encryption, auth ON subscription
+        FOR EACH ROW WHEN (OLD.mode IS DISTINCT FROM NEW.mode OR OLD.format IS DISTINCT FROM NEW.format
+                           OR OLD.encryption IS DISTINCT FROM NEW.encryption OR OLD.auth IS DISTINCT FROM NEW.auth)
+        EXECUTE FUNCTION subscription_logged()
+        """,
+    ]
 
     static let version1: [String] = [
         """

@@ -52,16 +52,17 @@ extension PostgresStore {
             try await connection.query(
                 """
                 INSERT INTO subscription (\(unescaped: handleColumn)id, app, uid, kind, destination, path, context, mode, format, encryption,
-                                          created_at, expires_at)
+                                          created_at, expires_at, auth)
                 \(unescaped: overriding)
-                SELECT \(unescaped: handleValue)i, a, u, k, d, p, c, m, f, nullif(e, ''), ca, ea
+                SELECT \(unescaped: handleValue)i, a, u, k, d, p, c, m, f, nullif(e, ''), ca, ea, nullif(au, '')
                 FROM unnest(\(chunk.map { $0.handle ?? 0 })::bigint[], \(chunk.map(\.id))::text[], \(chunk.map(\.app))::text[],
                             \(chunk.map(\.uid))::text[], \(chunk.map(\.kind.rawValue))::text[],
                             \(chunk.map { $0.tuple.destination ?? "" })::text[], \(chunk.map(\.path.string))::text[],
                             \(chunk.map { $0.tuple.context ?? "" })::text[], \(chunk.map(\.mode.rawValue))::text[],
                             \(chunk.map(\.format.rawValue))::text[], \(chunk.map { $0.encryption?.json.description ?? "" })::text[],
-                            \(chunk.map(\.createdAt))::bigint[], \(chunk.map(\.expiresAt))::bigint[])
-                     AS s(h, i, a, u, k, d, p, c, m, f, e, ca, ea)
+                            \(chunk.map(\.createdAt))::bigint[], \(chunk.map(\.expiresAt))::bigint[],
+                            \(chunk.map { $0.authText ?? "" })::text[])
+                     AS s(h, i, a, u, k, d, p, c, m, f, e, ca, ea, au)
                 """, logger: logger)
         }
     }

@@ -70,7 +70,7 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
 
     // MARK: - Subscriptions
 
-    static let columns = "handle, id, app, uid, kind, destination, path, context, mode, format, encryption, created_at, expires_at"
+    static let columns = "handle, id, app, uid, kind, destination, path, context, mode, format, encryption, created_at, expires_at, auth"
 
     public func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome {
         try await writing(subscriptionID: subscription.id) { connection in
@@ -83,7 +83,8 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
                 try await connection.query(
                     """
                     UPDATE subscription SET mode = \(subscription.mode.rawValue), format = \(subscription.format.rawValue),
-                        encryption = \(subscription.encryption.map { $0.json.description }), expires_at = \(subscription.expiresAt)
+                        encryption = \(subscription.encryption.map { $0.json.description }), expires_at = \(subscription.expiresAt),
+                        auth = \(subscription.authText)
                     WHERE handle = \(existing.handle ?? 0)
                     """, logger: self.logger)
                 var refreshed = subscription
@@ -94,10 +95,11 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
             let tuple = subscription.tuple
             let inserted = try await connection.query(
                 """
-                INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption, created_at, expires_at)
+                INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption, created_at, expires_at, auth)
                 VALUES (\(subscription.id), \(tuple.app), \(tuple.uid), \(tuple.kind.rawValue), \(tuple.destination ?? ""),
                         \(tuple.path.string), \(tuple.context ?? ""), \(subscription.mode.rawValue), \(subscription.format.rawValue),
-                        \(subscription.encryption.map { $0.json.description }), \(subscription.createdAt), \(subscription.expiresAt))
+                        \(subscription.encryption.map { $0.json.description }), \(subscription.createdAt), \(subscription.expiresAt),
+                        \(subscription.authText))
                 RETURNING handle
                 """, logger: self.logger
             ).collect()
@@ -148,11 +150,12 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         }
     }
 
-    public func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64) async throws -> Subscription? {
+    public func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64, auth: JSON?) async throws -> Subscription? {
         try await writing(subscriptionID: id) { connection in
             let rows = try await connection.query(
                 """
-                UPDATE subscription SET expires_at = \(expiresAt) WHERE id = \(id) AND app = \(app) AND uid = \(uid)
+                UPDATE subscription SET expires_at = \(expiresAt), auth = \(auth.map { $0.description })
+                WHERE id = \(id) AND app = \(app) AND uid = \(uid)
                 RETURNING \(unescaped: Self.columns)
                 """, logger: self.logger
             ).collect()
@@ -336,8 +339,8 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
     }
 
     static func subscription(_ row: PostgresRow) throws -> Subscription {
-        let (handle, id, app, uid, kindText, destination, pathText, context, modeText, formatText, encryptionText, createdAt, expiresAt) =
-            try row.decode((Int64, String, String, String, String, String, String, String, String, String, String?, Int64, Int64).self)
+        let (handle, id, app, uid, kindText, destination, pathText, context, modeText, formatText, encryptionText, createdAt, expiresAt, authText) =
+            try row.decode((Int64, String, String, String, String, String, String, String, String, String, String?, Int64, Int64, String?).self)
         guard let kind = SubscriptionKind(rawValue: kindText), let format = PayloadFormat(rawValue: formatText) else {
             throw StoreError.corrupt("a subscription row has an unknown kind or format", subscriptionID: id)
         }
@@ -355,7 +358,7 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
                 app: app, uid: uid, kind: kind, destination: destination.isEmpty ? nil : destination, path: try SQLiteStore.path(pathText),
                 context: kind != .webhook || !context.isEmpty ? context : nil),
             mode: try SQLiteStore.mode(modeText), format: format, encryption: encryption, createdAt: createdAt, expiresAt: expiresAt,
-            handle: handle)
+            handle: handle, auth: try authText.map { try SQLiteStore.parse($0, what: "auth") })
     }
 }
 

@@ -14,6 +14,9 @@ enum SQLiteMigrations {
         migrator.registerMigration("v3 ingest: checkpoints, tree journal and snapshots, notifications") { db in
             try db.execute(sql: v3)
         }
+        migrator.registerMigration("v4 read rules: the claims a subscription was allowed with") { db in
+            try db.execute(sql: v4)
+        }
         return migrator
     }
 
@@ -242,6 +245,25 @@ enum SQLiteMigrations {
         DROP TRIGGER subscription_mode_updated;
         CREATE TRIGGER subscription_updated AFTER UPDATE OF mode, format, encryption ON subscription
         WHEN OLD.mode IS NOT NEW.mode OR OLD.format IS NOT NEW.format OR OLD.encryption IS NOT NEW.encryption
+        BEGIN
+            INSERT INTO subscription_change (operation, handle, app, path, mode)
+            VALUES ('update', NEW.handle, NEW.app, NEW.path, NEW.mode);
+        END;
+        """
+}
+
+extension SQLiteMigrations {
+    /// Version 4 (read rules, SPEC §12): the verified claims a subscription was created or
+    /// refreshed with (compact JSON, bounded), and a changed claim logs a change, so that the
+    /// index evaluates the rules again with it.
+    static let v4 = """
+        ALTER TABLE subscription ADD COLUMN auth TEXT
+            CHECK (auth IS NULL OR (json_valid(auth) AND length(CAST(auth AS BLOB)) <= 4096));
+
+        DROP TRIGGER subscription_updated;
+        CREATE TRIGGER subscription_updated AFTER UPDATE OF mode, format, encryption, auth ON subscription
+        WHEN OLD.mode IS NOT NEW.mode OR OLD.format IS NOT NEW.format OR OLD.encryption IS NOT NEW.encryption
+             OR OLD.auth IS NOT NEW.auth
         BEGIN
             INSERT INTO subscription_change (operation, handle, app, path, mode)
             VALUES ('update', NEW.handle, NEW.app, NEW.path, NEW.mode);

@@ -57,10 +57,10 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
                 let existing = try Self.subscription(row)
                 guard allowUpdate else { return .conflict(existing) }
                 try db.execute(
-                    sql: "UPDATE subscription SET mode = ?, format = ?, encryption = ?, expires_at = ? WHERE handle = ?",
+                    sql: "UPDATE subscription SET mode = ?, format = ?, encryption = ?, expires_at = ?, auth = ? WHERE handle = ?",
                     arguments: [
                         subscription.mode.rawValue, subscription.format.rawValue, subscription.encryption.map { $0.json.description },
-                        subscription.expiresAt, existing.handle,
+                        subscription.expiresAt, subscription.authText, existing.handle,
                     ])
                 var refreshed = subscription
                 refreshed.handle = existing.handle
@@ -71,13 +71,13 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
             try db.execute(
                 sql: """
                     INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption,
-                                              created_at, expires_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                              created_at, expires_at, auth)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """,
                 arguments: [
                     subscription.id, tuple.app, tuple.uid, tuple.kind.rawValue, tuple.destination ?? "", tuple.path.string,
                     tuple.context ?? "", subscription.mode.rawValue, subscription.format.rawValue,
-                    subscription.encryption.map { $0.json.description }, subscription.createdAt, subscription.expiresAt,
+                    subscription.encryption.map { $0.json.description }, subscription.createdAt, subscription.expiresAt, subscription.authText,
                 ])
             var created = subscription
             created.handle = db.lastInsertedRowID
@@ -92,15 +92,15 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
             let statement = try db.cachedStatement(
                 sql: """
                     INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption,
-                                              created_at, expires_at)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                              created_at, expires_at, auth)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                     """)
             for subscription in subscriptions {
                 let tuple = subscription.tuple
                 try statement.execute(arguments: [
                     subscription.id, tuple.app, tuple.uid, tuple.kind.rawValue, tuple.destination ?? "", tuple.path.string,
                     tuple.context ?? "", subscription.mode.rawValue, subscription.format.rawValue,
-                    subscription.encryption.map { $0.json.description }, subscription.createdAt, subscription.expiresAt,
+                    subscription.encryption.map { $0.json.description }, subscription.createdAt, subscription.expiresAt, subscription.authText,
                 ])
             }
         }
@@ -153,11 +153,11 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         }
     }
 
-    public func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64) async throws -> Subscription? {
-        try await write { db in
+    public func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64, auth: JSON?) async throws -> Subscription? {
+        try await write(subscriptionID: id) { db in
             try db.execute(
-                sql: "UPDATE subscription SET expires_at = ? WHERE id = ? AND app = ? AND uid = ?",
-                arguments: [expiresAt, id, app, uid])
+                sql: "UPDATE subscription SET expires_at = ?, auth = ? WHERE id = ? AND app = ? AND uid = ?",
+                arguments: [expiresAt, auth.map { $0.description }, id, app, uid])
             guard db.changesCount > 0 else { return nil }
             return try Row.fetchOne(db, sql: "SELECT * FROM subscription WHERE id = ?", arguments: [id]).map(Self.subscription)
         }
@@ -316,13 +316,14 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         }
         let destination: String = row["destination"]
         let context: String = row["context"]
+        let authText: String? = row["auth"]
         return Subscription(
             id: row["id"],
             tuple: SubscriptionTuple(
                 app: row["app"], uid: row["uid"], kind: kind, destination: destination.isEmpty ? nil : destination,
                 path: try path(row["path"]), context: kind != .webhook || !context.isEmpty ? context : nil),
             mode: try mode(row["mode"]), format: format, encryption: encryption, createdAt: row["created_at"],
-            expiresAt: row["expires_at"], handle: row["handle"])
+            expiresAt: row["expires_at"], handle: row["handle"], auth: try authText.map { try parse($0, what: "auth") })
     }
 
     static func path(_ text: String) throws -> Path {

@@ -31,8 +31,9 @@ struct APIHarness {
         let rules = SubscriptionRules(
             webhooks: ["orders"], lifetimes: SubscriptionLifetimes(defaultLifetime: 7 * 86_400, maxLifetime: 30 * 86_400),
             checkEncryption: { _ throws(RequestError) in })
-        let toto = APIApplication(id: "toto", verifier: try BearerTokenVerifier.hs256(secret: Self.secret), rules: rules)
-        let closed = APIApplication(id: "closed", verifier: nil, rules: rules)
+        let access = RulesAccess(app: "toto", rules: .authenticated, trees: NoTrees(), clock: clock)
+        let toto = APIApplication(id: "toto", verifier: try BearerTokenVerifier.hs256(secret: Self.secret), rules: rules, access: access)
+        let closed = APIApplication(id: "closed", verifier: nil, rules: rules, access: access)
         var logger = Logger(label: "api-test")
         logger.logLevel = .critical
         let api = SubscriptionAPI(
@@ -95,4 +96,9 @@ final class CountingIndex: SubscriptionIndexFollower, Sendable {
 final class SettableReadiness: ReadinessProbe, Sendable {
     let current = Mutex<JSON?>(nil)
     func problem() async -> JSON? { current.withLock { $0 } }
+}
+
+/// No data: the rules these tests use read none.
+struct NoTrees: TreeSource {
+    func tree(app: String) async throws -> DataTree { DataTree() }
 }

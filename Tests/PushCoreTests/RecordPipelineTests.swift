@@ -34,7 +34,7 @@ struct RecordPipelineTests {
                 results.append(["rejected: \(error.reason)"])
                 continue
             }
-            let notices = try await pipeline.process(record, lookup: store, directory: store).notices
+            let notices = try await pipeline.process(record, lookup: store, directory: store, now: 0).notices
             results.append(try notices.map { String(decoding: try builder.payload($0).bytes, as: UTF8.self) })
         }
         return results
@@ -174,9 +174,9 @@ struct RecordPipelineTests {
         let store = InMemorySubscriptions(subs)
         var pipeline = RecordPipeline(settings: { _ in .standard })
         var builder = NotificationBuilder(sealers: NoSealers(), webhookLimit: 64)
-        let first = try await pipeline.process(try ChangeRecord.parse(Array(put(1, "/h", "1").utf8)), lookup: store, directory: store).notices
+        let first = try await pipeline.process(try ChangeRecord.parse(Array(put(1, "/h", "1").utf8)), lookup: store, directory: store, now: 0).notices
         let second = try await pipeline.process(
-            try ChangeRecord.parse(Array(put(2, "/h", #""\#(String(repeating: "b", count: 100))""#).utf8)), lookup: store, directory: store
+            try ChangeRecord.parse(Array(put(2, "/h", #""\#(String(repeating: "b", count: 100))""#).utf8)), lookup: store, directory: store, now: 0
         ).notices
         #expect(String(decoding: try builder.payload(first[0]).bytes, as: UTF8.self)
             == #"{"app":"toto","uid":"u1","subscription":"00000000000000000000000000000001","path":"/h","context":null,"event":{"t":"v","m":"value","a":"toto","p":"/h","s":"OK","v":1}}"#)

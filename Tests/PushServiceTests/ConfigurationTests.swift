@@ -245,7 +245,7 @@ struct ConfigurationTests {
         ("ingest: {deadLetter: /no/such/folder/dl.ndjson}", "ingest.deadLetter: the folder \"/no/such/folder\" does not exist"),
         ("expiry: {interval: 5m}", "expiry.interval: 5m is out of range; expected at most 30s"),
         ("expiry: {interval: 0s}", "expiry.interval: 0s is out of range"),
-        ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of auth, fcm, hms, keys, signingKey, subscriptions, webhooks"),
+        ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of auth, fcm, hms, keys, rules, signingKey, subscriptions, webhooks"),
         ("apps: {toto: {auth: {}}}", "apps.toto.auth: give hs256Secret or jwks"),
         ("apps: {toto: {auth: {hs256Secret: short}}}", "apps.toto.auth.hs256Secret: 5 bytes; HS256 needs at least 32"),
         ("apps: {toto: {auth: {hs256Secret: env:NOPE}}}", "apps.toto.auth.hs256Secret: the environment variable \"NOPE\" is not set"),

@@ -122,12 +122,36 @@ struct StoreContractTests {
         let store = try await kind.makeSubscriptionStore().store
         let subscription = makeSubscription()
         _ = try await store.save(subscription, allowUpdate: false)
-        #expect(try await store.updateExpiration(app: "toto", uid: "u1", id: subscription.id, expiresAt: 2_222_222_222)?.expiresAt == 2_222_222_222)
-        #expect(try await store.updateExpiration(app: "toto", uid: "u9", id: subscription.id, expiresAt: 1) == nil)
+        #expect(try await store.updateExpiration(app: "toto", uid: "u1", id: subscription.id, expiresAt: 2_222_222_222, auth: nil)?.expiresAt == 2_222_222_222)
+        #expect(try await store.updateExpiration(app: "toto", uid: "u9", id: subscription.id, expiresAt: 1, auth: nil) == nil)
         #expect(try await store.remove(app: "toto", uid: "u9", id: subscription.id) == nil)
         #expect(try await store.remove(app: "toto", uid: "u1", id: subscription.id)?.id == subscription.id)
         #expect(try await store.remove(app: "toto", uid: "u1", id: subscription.id) == nil)
         #expect(try await store.subscriptions(app: "toto", uid: "u1").isEmpty)
+    }
+
+    @Test(
+        "the claims a subscription was allowed with are kept, replaced by a refresh, and a change of them is logged",
+        arguments: StoreKind.subscriptionStores)
+    func claims(kind: StoreKind) async throws {
+        let store = try await kind.makeSubscriptionStore().store
+        var subscription = makeSubscription()
+        subscription.auth = ["sub": "u1", "admin": true, "groups": ["a", "b"]]
+        guard case .created(let created) = try await store.save(subscription, allowUpdate: false) else { throw StoreError.corrupt("not created") }
+        #expect(try await store.subscription(id: subscription.id)?.auth == subscription.auth)
+        #expect(try await store.subscriptions(handles: [created.handle!])[created.handle!]?.auth == subscription.auth)
+        let before = try await store.lastChange()
+        // Same claims: nothing to tell the index. New claims: an update in the change log.
+        _ = try await store.updateExpiration(app: "toto", uid: "u1", id: subscription.id, expiresAt: 2_222_222_222, auth: subscription.auth)
+        #expect(try await store.lastChange() == before)
+        let refreshed = try await store.updateExpiration(app: "toto", uid: "u1", id: subscription.id, expiresAt: 2_222_222_222, auth: ["sub": "u1"])
+        #expect(refreshed?.auth == ["sub": "u1"])
+        let changes = try await store.changes(after: before, limit: 10)
+        #expect(changes.map(\.operation) == [.update] && changes.first?.handle == created.handle)
+        subscription.auth = nil
+        guard case .refreshed(let saved) = try await store.save(subscription, allowUpdate: true) else { throw StoreError.corrupt("not refreshed") }
+        #expect(saved.auth == nil)
+        #expect(try await store.subscription(id: subscription.id)?.auth == nil)
     }
 
     @Test("expiry: due subscriptions are listed, and removed with their revoke only if still due", arguments: StoreKind.all)
@@ -338,14 +362,16 @@ struct SQLiteSchemaTests {
     }
 
     @Test("bad rows are refused by the schema", arguments: [
-        ("INSERT INTO subscription VALUES (NULL,'i1','toto','u','email','','/p','t','value','v2',NULL,1,2)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i2','toto','u','mobile','','/p','t','loud','v2',NULL,1,2)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i3','toto','u','mobile','','/p','','value','v2',NULL,1,2)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i4','toto','u','webhook','','/p','','value','v2',NULL,1,2)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i5','toto','u','mobile','orders','/p','t','value','v2',NULL,1,2)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i6','toto','u','mobile','','p','t','value','v2',NULL,1,2)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i7','toto','u','mobile','','/p','t','value','v2','{bad',1,2)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i8','toto','u','mobile','','/p','t','value','v2',NULL,'x',2)", "cannot store TEXT value in INTEGER column"),
+        ("INSERT INTO subscription VALUES (NULL,'i1','toto','u','email','','/p','t','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i2','toto','u','mobile','','/p','t','loud','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i3','toto','u','mobile','','/p','','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i4','toto','u','webhook','','/p','','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i5','toto','u','mobile','orders','/p','t','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i6','toto','u','mobile','','p','t','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i7','toto','u','mobile','','/p','t','value','v2','{bad',1,2,NULL)", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i8','toto','u','mobile','','/p','t','value','v2',NULL,'x',2,NULL)", "cannot store TEXT value in INTEGER column"),
+        ("INSERT INTO subscription VALUES (NULL,'i9','toto','u','mobile','','/p','t','value','v2',NULL,1,2,'{claims')", "CHECK constraint failed"),
+        ("INSERT INTO subscription VALUES (NULL,'i10','toto','u','mobile','','/p','t','value','v2',NULL,1,2,'\"' || hex(randomblob(2100)) || '\"')", "CHECK constraint failed"),
     ])
     func refusedRows(sql: String, message: String) throws {
         let (_, path) = try rawStore()
@@ -362,7 +388,7 @@ struct SQLiteSchemaTests {
         let update = try sqlite3(path, "UPDATE subscription SET path = '/other'")
         #expect(update.output.contains("identity (its 6-tuple and id) never changes"))
         let duplicate = try sqlite3(
-            path, "INSERT INTO subscription SELECT NULL,'other-id',app,uid,kind,destination,path,context,mode,format,encryption,created_at,expires_at FROM subscription")
+            path, "INSERT INTO subscription SELECT NULL,'other-id',app,uid,kind,destination,path,context,mode,format,encryption,created_at,expires_at,auth FROM subscription")
         #expect(duplicate.output.contains("UNIQUE constraint failed"))
     }
 }

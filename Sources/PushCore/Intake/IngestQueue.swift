@@ -9,6 +9,8 @@ public final class IngestQueue: Sendable {
         var head = 0
         var bytes = 0
         var finished = false
+        /// Woken without lines (``wake()``): the next `receive` returns empty at once.
+        var woken = false
         var receiver: CheckedContinuation<Void, Never>?
         var senders: [(UInt64, CheckedContinuation<Void, Never>)] = []
         var nextSender: UInt64 = 0
@@ -74,13 +76,21 @@ public final class IngestQueue: Sendable {
     }
 
     /// Up to `limit` lines (or `byteLimit` bytes), waiting for at least one; empty once the
-    /// queue is finished and drained, or when the waiting task is cancelled.
+    /// queue is finished and drained, when the waiting task is cancelled, or when woken
+    /// (``wake()``).
     public func receive(limit: Int, byteLimit: Int = 8 << 20) async -> [IngestLine] {
         while true {
             enum Step { case lines([IngestLine], [(UInt64, CheckedContinuation<Void, Never>)]), wait, done }
             let step = state.withLock { state -> Step in
                 let available = state.lines.count - state.head
-                if available == 0 { return state.finished ? .done : .wait }
+                if available == 0 {
+                    if state.finished { return .done }
+                    if state.woken {
+                        state.woken = false
+                        return .done
+                    }
+                    return .wait
+                }
                 var taken: [IngestLine] = []
                 var bytes = 0
                 while state.head < state.lines.count && taken.count < limit && (taken.isEmpty || bytes < byteLimit) {
@@ -90,6 +100,7 @@ public final class IngestQueue: Sendable {
                     taken.append(line)
                 }
                 state.bytes -= bytes
+                state.woken = false  // the consumer looks at its other work with these lines
                 if state.head == state.lines.count {
                     state.lines.removeAll(keepingCapacity: true)
                     state.head = 0
@@ -112,7 +123,7 @@ public final class IngestQueue: Sendable {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                         let resumeNow = state.withLock { state -> Bool in
-                            if state.finished || state.lines.count > state.head || Task.isCancelled { return true }
+                            if state.finished || state.woken || state.lines.count > state.head || Task.isCancelled { return true }
                             state.receiver = continuation
                             return false
                         }
@@ -147,4 +158,26 @@ public final class IngestQueue: Sendable {
 
     /// Bytes of lines waiting.
     public var queuedBytes: Int { state.withLock { $0.bytes } }
+
+    /// Whether it was finished and every line taken: an empty `receive` means the end.
+    public var isDone: Bool { state.withLock { $0.finished && $0.lines.count == $0.head } }
+
+    /// Wakes the receiver without lines: its waiting `receive` (or the next one) returns empty
+    /// while the queue goes on (``isDone`` tells the two apart). The consumer has work that is
+    /// not a line (subscriptions to admit).
+    public func wake() {
+        let receiver = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.woken = true
+            defer { state.receiver = nil }
+            return state.receiver
+        }
+        receiver?.resume()
+    }
 }
+
+/// Something to wake up: a consumer has work that is not a line.
+public protocol Wakeable: Sendable {
+    func wake()
+}
+
+extension IngestQueue: Wakeable {}

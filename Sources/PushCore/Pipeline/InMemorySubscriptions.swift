@@ -6,6 +6,7 @@ public final class InMemorySubscriptions: SubscriptionLookup, SubscriptionDirect
     struct State {
         var index: SubscriptionIndex
         var byHandle: [Int64: Subscription]
+        var access = AccessIndex()
     }
 
     private let state: Mutex<State>
@@ -37,6 +38,7 @@ public final class InMemorySubscriptions: SubscriptionLookup, SubscriptionDirect
             for match in matches {
                 state.index.remove(app: app, path: match.path, handle: match.handle)
                 state.byHandle[match.handle] = nil
+                state.access.forget(match.handle)
             }
         }
     }
@@ -47,5 +49,21 @@ public final class InMemorySubscriptions: SubscriptionLookup, SubscriptionDirect
             for handle in handles { found[handle] = state.byHandle[handle] }
             return found
         }
+    }
+
+    public func accessAffected(app: String, path: Path) -> [Int64] {
+        state.withLock { $0.access.affected(app: app, path: path) }
+    }
+
+    public func accessEntry(_ handle: Int64) -> AccessIndex.Entry? {
+        state.withLock { $0.access.entry(handle) }
+    }
+
+    public func isAdmitted(_ handle: Int64) -> Bool {
+        state.withLock { $0.access.isAdmitted(handle) }
+    }
+
+    public func admit(_ handle: Int64, app: String, path: Path, auth: JSON, reads: [Path]) {
+        state.withLock { $0.access.admit(handle, app: app, path: path, auth: auth, reads: reads) }
     }
 }

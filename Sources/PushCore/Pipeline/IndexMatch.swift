@@ -22,8 +22,23 @@ public protocol SubscriptionLookup: Sendable {
     func under(app: String, path: Path) -> [IndexMatch]
 
     /// Forgets subscriptions a record revoked, before their removal is committed, so that the
-    /// records after it do not reach them.
+    /// records after it do not reach them (their read access too).
     func forget(app: String, _ matches: [IndexMatch])
+
+    // Read access (SPEC §12.5): see ``AccessIndex``.
+
+    /// The admitted subscriptions whose access evaluation read a value a write at `path` may
+    /// have changed.
+    func accessAffected(app: String, path: Path) -> [Int64]
+
+    /// What an admitted subscription's evaluation depended on.
+    func accessEntry(_ handle: Int64) -> AccessIndex.Entry?
+
+    /// Whether a subscription's access was evaluated against the data it now sees.
+    func isAdmitted(_ handle: Int64) -> Bool
+
+    /// Records an evaluation that allowed a subscription.
+    func admit(_ handle: Int64, app: String, path: Path, auth: JSON, reads: [Path])
 }
 
 /// The stored subscriptions, by handle: what payloads need beyond the index (kind, format,

@@ -70,23 +70,31 @@ public struct RecordPipeline: Sendable {
     /// order (by subscription id, byte order). Throws only when the directory cannot be read;
     /// then nothing changed, and the caller may apply the record again.
     public mutating func process(
-        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory
+        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, now: Int64
     ) async throws -> (changedTree: Bool, notices: [Notice]) {
-        let staged = try await stage(record, lookup: lookup, directory: directory, resolving: true)
+        let staged = try await stage(record, lookup: lookup, directory: directory, resolving: true, now: now)
         return (staged.changedTree, staged.notices.resolve([:]))
     }
 
     /// Applies one record. A write's notices are left unresolved unless `resolving`; the
     /// directory is read (before anything changes: if it throws, nothing did) for a revocation
-    /// record, and for a write when `resolving`.
+    /// record, for a write when `resolving`, and for the claims of subscriptions whose read
+    /// access a write must check first. `now` (milliseconds since the epoch) is the rules' `now`.
     public mutating func stage(
-        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, resolving: Bool = false
+        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, resolving: Bool = false, now: Int64
     ) async throws -> Staged {
         var changedTree = false
         var pending = PendingNotices()
         switch record.operation {
         case .write(let write):
-            let (after, changed, events) = processor.effects(of: write, app: record.app, lookup: lookup, settings: settings(record.app))
+            let settings = settings(record.app)
+            let effects = processor.effects(of: write, app: record.app, lookup: lookup, settings: settings)
+            let after = effects.after
+            let changed = !effects.changed.isEmpty
+            var events = effects.events
+            if changed, let rules = settings.rules, rules.readsData {
+                events = try await Self.checkingAccess(effects, app: record.app, rules: rules, lookup: lookup, directory: directory, now: now)
+            }
             changedTree = changed
             if !events.isEmpty {
                 if resolving {
@@ -118,9 +126,58 @@ public struct RecordPipeline: Sendable {
         }
         return Staged(changedTree: changedTree, notices: pending)
     }
+
+    /// A write's events once the read access it may have changed is checked against the tree
+    /// after it (SPEC §12.5): the admitted subscriptions whose evaluation read a value the
+    /// write changed, and the subscriptions it concerns that were never evaluated against this
+    /// data (created meanwhile). A denied one is revoked with `permission_denied` instead of
+    /// receiving the record's event; an allowed one is admitted with what its evaluation read.
+    static func checkingAccess(
+        _ effects: WriteEffects, app: String, rules: ReadRules, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory,
+        now: Int64
+    ) async throws -> [(IndexMatch, Event)] {
+        var candidates: [Int64: Path] = [:]
+        for target in effects.changed {
+            for handle in lookup.accessAffected(app: app, path: target) {
+                if let entry = lookup.accessEntry(handle) { candidates[handle] = entry.path }
+            }
+        }
+        var unadmitted: [Int64] = []
+        for (match, _) in effects.events where !lookup.isAdmitted(match.handle) && candidates[match.handle] == nil {
+            unadmitted.append(match.handle)
+            candidates[match.handle] = match.path
+        }
+        if candidates.isEmpty { return effects.events }
+        // The claims: remembered for the admitted, read for the others (before anything changes).
+        let stored = unadmitted.isEmpty ? [:] : try await directory.subscriptions(handles: unadmitted)
+        var denied: [(handle: Int64, path: Path)] = []
+        for (handle, path) in candidates.sorted(by: { $0.key < $1.key }) {
+            let auth: JSON
+            if let entry = lookup.accessEntry(handle) {
+                auth = entry.auth
+            } else if let subscription = stored[handle] {
+                auth = ReadRules.auth(uid: subscription.uid, claims: subscription.auth)
+            } else {
+                continue  // removed meanwhile: it is told nothing anyway
+            }
+            let decision = rules.evaluate(path: path, auth: auth, tree: effects.after, now: now)
+            if decision.allowed {
+                lookup.admit(handle, app: app, path: path, auth: auth, reads: decision.reads)
+            } else {
+                denied.append((handle, path))
+            }
+        }
+        guard !denied.isEmpty else { return effects.events }
+        let revoked = Set(denied.map(\.handle))
+        var events = effects.events.filter { !revoked.contains($0.0.handle) }
+        for (handle, path) in denied {
+            events.append((IndexMatch(handle: handle, mode: .noData, path: path), Event(app: app, path: path.string, body: .revoke(.permissionDenied))))
+        }
+        return events
+    }
 }
 
 /// Byte-order comparison of two strings' UTF-8 forms (SPEC §11.12: ids in byte order).
-func lexicographicCompareUTF8(_ a: String, _ b: String) -> Int {
+public func lexicographicCompareUTF8(_ a: String, _ b: String) -> Int {
     withUTF8Bytes(a) { x in withUTF8Bytes(b) { y in lexicographicCompare(x, y) } }
 }

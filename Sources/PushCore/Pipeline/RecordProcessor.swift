@@ -1,14 +1,28 @@
 /// What an application's configuration says to the pipeline.
-public struct PipelineSettings: Sendable, Equatable {
+public struct PipelineSettings: Sendable {
     /// `subscriptions.maxWeight`: a subscription whose value grows beyond it is revoked with
     /// reason `too_big` (SPEC §11.4).
     public var maxWeight: Int
+    /// The configured read rules (SPEC §12): a subscription that may no longer read its node is
+    /// revoked with reason `permission_denied`. `nil`: the default, which grants every
+    /// authenticated subscriber and reads no data, so nothing is ever checked again.
+    public var rules: ReadRules?
 
     public static let standard = PipelineSettings(maxWeight: 1 << 20)
 
-    public init(maxWeight: Int) {
+    public init(maxWeight: Int, rules: ReadRules? = nil) {
         self.maxWeight = maxWeight
+        self.rules = rules
     }
+}
+
+/// What a write does: the tree after it, the paths where it changed the tree, and the events
+/// of the subscriptions whose value changed.
+public struct WriteEffects: Sendable {
+    public var after: DataTree
+    /// The targets (a put's path, a patch's keys) whose value changed; empty when nothing did.
+    public var changed: [Path]
+    public var events: [(IndexMatch, Event)]
 }
 
 /// The data trees of every application, and what a record does to them and to the
@@ -25,9 +39,7 @@ public struct RecordProcessor: Sendable {
     /// changed, and, for each concerned subscription whose value changed, its event: a data
     /// event, or a `too_big` revocation when the new value weighs more than `maxWeight`. A patch
     /// is one write: a subscriber gets at most one event for it. ``setTree(_:app:)`` makes it so.
-    public func effects(of write: TreeWrite, app: String, lookup: some SubscriptionLookup, settings: PipelineSettings)
-        -> (after: DataTree, changed: Bool, events: [(IndexMatch, Event)])
-    {
+    public func effects(of write: TreeWrite, app: String, lookup: some SubscriptionLookup, settings: PipelineSettings) -> WriteEffects {
         let before = trees[app] ?? DataTree()
         // A write changes the tree exactly where it changes the value at one of its targets
         // (the path of a put, each key of a patch): comparing there costs the size of the
@@ -38,7 +50,7 @@ public struct RecordProcessor: Sendable {
         case .patch(let path, let updates): targets = updates.map { (path.appending($0.keys), $0.value) }
         }
         let changed = targets.filter { before.value(at: $0.path) != $0.value }.map(\.path)
-        if changed.isEmpty { return (before, false, []) }
+        if changed.isEmpty { return WriteEffects(after: before, changed: [], events: []) }
         let after = before.applying(write)
         var events: [(IndexMatch, Event)] = []
         for match in lookup.concerned(app: app, path: write.path) {
@@ -56,7 +68,7 @@ public struct RecordProcessor: Sendable {
                 events.append((match, event))
             }
         }
-        return (after, true, events)
+        return WriteEffects(after: after, changed: changed, events: events)
     }
 
     /// Replaces an application's tree (after a write, or when resuming from a snapshot).

@@ -57,10 +57,17 @@ public struct Subscription: Sendable, Equatable {
     public var expiresAt: Int64
     /// The store's row id, once stored (what the matching index holds).
     public var handle: Int64?
+    /// The verified claims of the token it was created or last refreshed with (SPEC §12): the
+    /// read rules are evaluated again with them. `nil` for subscriptions stored before rules
+    /// existed: their `auth` is `{"uid": uid}` alone. Not part of the REST document.
+    public var auth: JSON?
+
+    /// Longest claims a subscription keeps, compact JSON bytes.
+    public static let maxAuthBytes = 4_096
 
     public init(
         id: String, tuple: SubscriptionTuple, mode: Mode, format: PayloadFormat, encryption: EncryptionSpec?,
-        createdAt: Int64, expiresAt: Int64, handle: Int64? = nil
+        createdAt: Int64, expiresAt: Int64, handle: Int64? = nil, auth: JSON? = nil
     ) {
         self.id = id
         self.tuple = tuple
@@ -70,9 +77,13 @@ public struct Subscription: Sendable, Equatable {
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.handle = handle
+        self.auth = auth
     }
 
     public var app: String { tuple.app }
+
+    /// The compact JSON text of ``auth``, as stored.
+    public var authText: String? { auth.map { $0.description } }
     public var uid: String { tuple.uid }
     public var kind: SubscriptionKind { tuple.kind }
     public var path: Path { tuple.path }

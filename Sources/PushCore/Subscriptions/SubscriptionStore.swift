@@ -2,7 +2,8 @@
 public enum SaveOutcome: Sendable, Equatable {
     /// A new subscription.
     case created(Subscription)
-    /// The tuple existed and was refreshed (mode, format, encryption, expiration replaced).
+    /// The tuple existed and was refreshed (mode, format, encryption, expiration and claims
+    /// replaced).
     case refreshed(Subscription)
     /// The tuple existed and refreshing was not allowed: the existing subscription.
     case conflict(Subscription)
@@ -89,8 +90,9 @@ public protocol SubscriptionStore: Sendable {
     /// Removes a subscription; returns it, or `nil` when there was none.
     func remove(app: String, uid: String, id: String) async throws -> Subscription?
 
-    /// Sets a subscription's expiration; returns it updated, or `nil` when there was none.
-    func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64) async throws -> Subscription?
+    /// Sets a subscription's expiration and the claims it was refreshed with; returns it
+    /// updated, or `nil` when there was none.
+    func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64, auth: JSON?) async throws -> Subscription?
 
     /// Index records in handle order after `handle`, at most `limit`: to load the index.
     func indexRecords(after handle: Int64, limit: Int) async throws -> [IndexRecord]

@@ -11,7 +11,7 @@ import ServiceLifecycle
 /// The records were checked when the intake accepted them (their JSON, their `seq`); they are
 /// counted there too.
 public struct ApplicationOwner: Service {
-    let store: any ClusterStore
+    let store: any ClusterStore & SubscriptionStore
     let leases: LeaseKeeper
     let engine: RecordEngine
     let registry: SubscriptionRegistry
@@ -22,7 +22,7 @@ public struct ApplicationOwner: Service {
     let batchLines: Int
 
     public init(
-        store: any ClusterStore, leases: LeaseKeeper, engine: RecordEngine, registry: SubscriptionRegistry, writer: BatchWriter, wake: Wakeup,
+        store: any ClusterStore & SubscriptionStore, leases: LeaseKeeper, engine: RecordEngine, registry: SubscriptionRegistry, writer: BatchWriter, wake: Wakeup,
         clock: any ServiceClock, batchLines: Int = 2_000, logger: Logger
     ) {
         self.store = store
@@ -47,6 +47,10 @@ public struct ApplicationOwner: Service {
                 loaded[app] = nil
             }
             var worked = false
+            // Subscriptions created or changed since the last round, by application: each is
+            // evaluated by its application's owner before records reach it (SPEC §12.5).
+            var admissions: [String: [Int64: String]] = [:]
+            for (handle, app) in registry.takeAdmissions() where held[app] != nil { admissions[app, default: [:]][handle] = app }
             for (app, token) in held.sorted(by: { $0.key < $1.key }) {
                 if Task.isShuttingDownGracefully { break }
                 do {
@@ -55,16 +59,19 @@ public struct ApplicationOwner: Service {
                         engine.load(app: app, tree: one.tree, journalBytes: one.journalBytes)
                         loaded[app] = token
                         logger.info("application tree loaded", metadata: ["app": "\(app)", "journalRecords": "\(one.records)"])
+                        try await audit(app, token: token, &engine)
                     }
                     let records = try await store.inbox(app: app, limit: batchLines)
-                    if records.isEmpty { continue }
+                    let admitting = admissions.removeValue(forKey: app) ?? [:]
+                    if records.isEmpty && admitting.isEmpty { continue }
                     worked = true
                     // The index learns every subscription committed before these records were
                     // (read after them): a subscription created through any instance before a
                     // record was accepted is matched against it.
-                    try await registry.sync()
+                    if !records.isEmpty { try await registry.sync() }
                     let now = clock.now
-                    let prepared = try await engine.prepare(Self.lines(records, now: now), now: now)
+                    let prepared = try await engine.prepare(Self.lines(records, now: now), now: now, admitting: admitting)
+                    if records.isEmpty && prepared.batch.isEmpty { continue }
                     let fence = LeaseFence(app: app, token: token, holder: leases.instance, consumed: records.map(\.id))
                     for snapshot in try await writer.commit(prepared, { try await store.commit($0, fence: fence) }) {
                         await snapshots.write(snapshot)
@@ -84,6 +91,20 @@ public struct ApplicationOwner: Service {
             if !worked { await wake.wait(upTo: .milliseconds(500), on: clock) }
         }
         await leases.releaseAll()
+    }
+
+    /// Every subscription of `app` evaluated against the tree just loaded (SPEC §12.5): the
+    /// denied revoked, under the lease.
+    func audit(_ app: String, token: Int64, _ engine: inout RecordEngine) async throws {
+        var next: Int64? = 0
+        while let after = next {
+            let (prepared, following) = try await engine.audit(app: app, after: after, store: store, now: clock.now)
+            if !prepared.batch.isEmpty {
+                let fence = LeaseFence(app: app, token: token, holder: leases.instance, consumed: [])
+                _ = try await writer.commit(prepared, { try await store.commit($0, fence: fence) })
+            }
+            next = following
+        }
     }
 
     /// The inbox's records as checked lines. They were checked when accepted; one that no

@@ -37,7 +37,10 @@ public struct InboxIntake: Service {
             var checker = self.checker
             while true {
                 let lines = await queue.receive(limit: batchLines)
-                if lines.isEmpty { break }  // finished and drained
+                if lines.isEmpty {
+                    if queue.isDone || Task.isCancelled { break }  // finished and drained
+                    continue  // woken for work that is the owner's
+                }
                 try await take(lines, &checker)
             }
         } onGracefulShutdown: {

@@ -24,7 +24,7 @@ public struct Ingestor: Service {
     }
 
     let queue: IngestQueue
-    let store: any IngestStore
+    let store: any IngestStore & SubscriptionStore
     let checker: LineChecker
     /// The name each source's watermark and checkpoint is kept under.
     let checkpointKey: @Sendable (String) -> String
@@ -39,7 +39,7 @@ public struct Ingestor: Service {
     ///   - checkpointKey: the name a source's checkpoint is filed under (default: its own).
     ///   - engine: the trees as loaded.
     public init(
-        queue: IngestQueue, store: any IngestStore, checker: LineChecker, checkpointKey: @escaping @Sendable (String) -> String = { $0 },
+        queue: IngestQueue, store: any IngestStore & SubscriptionStore, checker: LineChecker, checkpointKey: @escaping @Sendable (String) -> String = { $0 },
         engine: RecordEngine, writer: BatchWriter, clock: any ServiceClock, configuration: Configuration = Configuration(), logger: Logger
     ) {
         self.queue = queue
@@ -73,17 +73,29 @@ public struct Ingestor: Service {
     }
 
     /// Takes batches from the queue until it is finished and drained, committing each while
-    /// the next is processed.
+    /// the next is processed. First, the subscriptions of applications with read rules are
+    /// audited against the trees as loaded (SPEC §12.5).
     func consume(snapshots: AsyncStream<SnapshotRequest>.Continuation) async throws {
+        var engine = self.engine
+        for app in engine.auditedApplications {
+            var next: Int64? = 0
+            while let after = next {
+                let (prepared, following) = try await engine.audit(app: app, after: after, store: store, now: clock.now)
+                if !prepared.batch.isEmpty { _ = try await writer.commit(prepared, { try await store.commit($0) }) }
+                next = following
+            }
+        }
         try await withThrowingTaskGroup(of: Void.self) { commits in
             var checker = self.checker
-            var engine = self.engine
             var committing = false
             while true {
                 let lines = await queue.receive(limit: configuration.batchLines)
-                if lines.isEmpty { break }  // finished and drained
+                // Empty: the end, or a wake-up for subscriptions to admit.
+                if lines.isEmpty && (queue.isDone || Task.isCancelled) { break }
                 let now = clock.now
-                let prepared = try await engine.prepare(checker.check(lines, now: now, key: checkpointKey), now: now)
+                let prepared = try await engine.prepare(
+                    checker.check(lines, now: now, key: checkpointKey), now: now, admitting: engine.registry.takeAdmissions())
+                if lines.isEmpty && prepared.batch.isEmpty { continue }
                 // One commit at a time, in order.
                 if committing { try await commits.next() }
                 commits.addTask {

@@ -26,36 +26,58 @@ public struct RecordEngine: Sendable {
     /// Journal bytes since each application's snapshot (the snapshot policy's measure).
     var journalBytes: [String: Int]
     let registry: SubscriptionRegistry
+    /// The configured applications' settings (others get ``PipelineSettings/standard``).
+    let settings: [String: PipelineSettings]
+    /// Where the trees are published for the REST API's rule checks (`nil`: no rule reads data).
+    let view: TreeView?
     let configuration: Configuration
     let logger: Logger
 
     /// - Parameters:
     ///   - trees: the trees as loaded at start (``TreeLoader``), or none (an owner loads each
     ///     application's when it takes it).
+    ///   - settings: the configured applications' settings, read rules included.
+    ///   - view: where to publish the trees for the REST API's rule checks.
     public init(
-        trees: TreeLoader.Loaded = TreeLoader.Loaded(), settings: @escaping @Sendable (String) -> PipelineSettings, sealers: any SealerProvider,
-        registry: SubscriptionRegistry, configuration: Configuration = Configuration(), logger: Logger
+        trees: TreeLoader.Loaded = TreeLoader.Loaded(), settings: [String: PipelineSettings], sealers: any SealerProvider,
+        registry: SubscriptionRegistry, view: TreeView? = nil, configuration: Configuration = Configuration(), logger: Logger
     ) {
-        self.pipeline = RecordPipeline(processor: trees.processor, settings: settings)
+        self.pipeline = RecordPipeline(processor: trees.processor, settings: { settings[$0] ?? .standard })
         self.builder = NotificationBuilder(sealers: sealers)
         self.journalBytes = trees.journalBytes
         self.registry = registry
+        self.settings = settings
+        self.view = view
         self.configuration = configuration
         self.logger = logger
+        if let view {
+            for (app, tree) in trees.processor.trees { view.publish(tree, app: app) }
+        }
+    }
+
+    /// The configured rules of `app` when they are to be checked again (they read data).
+    func trackedRules(_ app: String) -> ReadRules? {
+        guard let rules = settings[app]?.rules, rules.readsData else { return nil }
+        return rules
     }
 
     /// Applies the accepted records of `lines` in order: the trees and the index move on, the
     /// notifications are built. Throws only when the stored subscriptions cannot be read
     /// (after retries, at a stop); nothing is written.
-    public mutating func prepare(_ lines: CheckedLines, now: Int64) async throws -> PreparedBatch {
+    ///
+    /// `admitting`: subscriptions created or changed since the last batch (handle →
+    /// application, ``SubscriptionRegistry/takeAdmissions()``); their access is checked against
+    /// the trees as they are before this batch's records reach them.
+    public mutating func prepare(_ lines: CheckedLines, now: Int64, admitting: [Int64: String] = [:]) async throws -> PreparedBatch {
         var prepared = PreparedBatch(batch: CommitBatch(now: now), intake: lines)
         prepared.batch.checkpoints = lines.checkpoints
+        try await admit(admitting, into: &prepared, now: now)
         // The records are applied in order; the notices of the batch's writes are resolved
         // against the stored subscriptions in one read of the directory, then built.
         var staged: [(record: ChangeRecord, notices: RecordPipeline.PendingNotices)] = []
         for (line, record) in lines.accepted {
             let outcome = try await retryingIngestion("reading subscriptions", logger: logger) {
-                try await pipeline.stage(record, lookup: registry, directory: registry)
+                try await pipeline.stage(record, lookup: registry, directory: registry, now: now)
             }
             if outcome.changedTree {
                 prepared.batch.journal[record.app, default: []] += line.bytes
@@ -73,6 +95,7 @@ public struct RecordEngine: Sendable {
             }
         }
         for (app, bytes) in prepared.batch.journal {
+            if let view, trackedRules(app) != nil { view.publish(pipeline.processor.trees[app] ?? DataTree(), app: app) }
             journalBytes[app, default: 0] += bytes.count
             if journalBytes[app]! >= configuration.snapshotAfterBytes {
                 prepared.snapshots.append((app, pipeline.processor.trees[app] ?? DataTree()))
@@ -82,8 +105,8 @@ public struct RecordEngine: Sendable {
         return prepared
     }
 
-    /// Builds one notice into the batch, in delivery order.
-    mutating func append(_ notice: Notice, seq: Int64, to prepared: inout PreparedBatch) {
+    /// Builds one notice into the batch, in delivery order (`seq`: the record that led to it).
+    mutating func append(_ notice: Notice, seq: Int64?, to prepared: inout PreparedBatch) {
         let entry: OutboxEntry?
         do {
             let built = try builder.payload(notice)
@@ -96,7 +119,7 @@ public struct RecordEngine: Sendable {
         } catch {
             logger.error(
                 "a notification cannot be built; it is not sent",
-                metadata: ["subscription": "\(notice.subscription.id)", "seq": "\(seq)", "error": "\(error)"])
+                metadata: ["subscription": "\(notice.subscription.id)", "seq": "\(seq.map(String.init) ?? "-")", "error": "\(error)"])
             entry = nil
         }
         let handle = notice.subscription.handle ?? 0
@@ -111,12 +134,14 @@ public struct RecordEngine: Sendable {
     public mutating func load(app: String, tree: DataTree, journalBytes bytes: Int) {
         pipeline.processor.setTree(tree, app: app)
         journalBytes[app] = bytes
+        if let view, trackedRules(app) != nil { view.publish(tree, app: app) }
     }
 
     /// Forgets an application this instance no longer processes.
     public mutating func forget(app: String) {
         pipeline.processor.setTree(DataTree(), app: app)
         journalBytes[app] = nil
+        view?.withdraw(app: app)
     }
 }
 

@@ -22,6 +22,11 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
         /// Cached handles in insertion order (the oldest is evicted first).
         var cacheOrder: [Int64] = []
         var cacheHead = 0
+        /// Read access (SPEC §12.5): what each admitted subscription's evaluation read.
+        var access = AccessIndex()
+        /// Subscriptions created or changed since the record engine last took them, by
+        /// handle → application: their access is evaluated before records reach them.
+        var admissions: [Int64: String] = [:]
     }
 
     public static let cacheLimit = 65_536
@@ -33,8 +38,12 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
     let nudges: AsyncStream<Void>
     let nudgeContinuation: AsyncStream<Void>.Continuation
 
-    public init(store: any SubscriptionStore, logger: Logger) {
+    /// Told when subscriptions wait for their admission (the record engine's queue).
+    let admissionsWaiting: (any Wakeable)?
+
+    public init(store: any SubscriptionStore, admissionsWaiting: (any Wakeable)? = nil, logger: Logger) {
         self.store = store
+        self.admissionsWaiting = admissionsWaiting
         self.logger = logger
         // Only the latest nudge matters: a sync applies everything committed before it.
         (nudges, nudgeContinuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
@@ -112,18 +121,25 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
             let after = state.withLock { $0.applied }
             let changes = try await store.changes(after: after, limit: 1_000)
             guard !changes.isEmpty else { return }
-            state.withLock { state in
+            let admitting = state.withLock { state -> Bool in
                 for change in changes where change.sequence > state.applied {
                     switch change.operation {
                     case .insert, .update:
                         state.index.insert(app: change.app, path: change.path, entry: .init(handle: change.handle, mode: change.mode))
+                        // New, or new claims: evaluated again before records reach it.
+                        state.access.forget(change.handle)
+                        state.admissions[change.handle] = change.app
                     case .delete:
                         state.index.remove(app: change.app, path: change.path, handle: change.handle)
+                        state.access.forget(change.handle)
+                        state.admissions[change.handle] = nil
                     }
                     if change.operation != .insert { state.cache[change.handle] = nil }
                     state.applied = change.sequence
                 }
+                return !state.admissions.isEmpty
             }
+            if admitting { admissionsWaiting?.wake() }
         }
     }
 
@@ -151,11 +167,46 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
     public func forget(app: String, _ matches: [IndexMatch]) {
         state.withLock { state in
             for match in matches {
-                state.index.remove(app: app, path: match.path, handle: match.handle)
+                _ = state.index.remove(app: app, path: match.path, handle: match.handle)
                 state.cache[match.handle] = nil
+                state.access.forget(match.handle)
+                state.admissions[match.handle] = nil
             }
         }
     }
+
+    // MARK: - Read access (SPEC §12.5)
+
+    public func accessAffected(app: String, path: Path) -> [Int64] {
+        state.withLock { $0.access.affected(app: app, path: path) }
+    }
+
+    public func accessEntry(_ handle: Int64) -> AccessIndex.Entry? {
+        state.withLock { $0.access.entry(handle) }
+    }
+
+    public func isAdmitted(_ handle: Int64) -> Bool {
+        state.withLock { $0.access.isAdmitted(handle) }
+    }
+
+    public func admit(_ handle: Int64, app: String, path: Path, auth: JSON, reads: [Path]) {
+        state.withLock { state in
+            state.access.admit(handle, app: app, path: path, auth: auth, reads: reads)
+            state.admissions[handle] = nil
+        }
+    }
+
+    /// Takes the subscriptions waiting for their admission (created or changed since the last
+    /// take): handle → application.
+    public func takeAdmissions() -> [Int64: String] {
+        state.withLock { state in
+            defer { state.admissions = [:] }
+            return state.admissions
+        }
+    }
+
+    /// Number of subscriptions whose access is remembered.
+    public var admittedCount: Int { state.withLock { $0.access.count } }
 
     public func subscriptions(handles: [Int64]) async throws -> [Int64: Subscription] {
         var found: [Int64: Subscription] = [:]

@@ -16,7 +16,13 @@ struct PreparedApplication: Sendable {
     /// Verifies REST bearer tokens; `nil` without `auth` (or when not prepared, for `replay`).
     let verifier: BearerTokenVerifier?
 
-    var api: APIApplication { APIApplication(id: id, verifier: verifier, rules: rules) }
+    /// The read rules in force (SPEC §12): the configured ones, or the default.
+    let readRules: ReadRules
+
+    /// What the API needs of it; its read rules are evaluated over `trees`.
+    func api(trees: any TreeSource, clock: any ServiceClock) -> APIApplication {
+        APIApplication(id: id, verifier: verifier, rules: rules, access: RulesAccess(app: id, rules: readRules, trees: trees, clock: clock))
+    }
 
     /// Prepares every application. With `authentication`, the REST API's verifiers too, and the
     /// check that no two applications accept each other's tokens.
@@ -70,8 +76,9 @@ struct PreparedApplication: Sendable {
             webhooks: Set(app.webhooks.keys), lifetimes: app.subscriptions.lifetimes,
             checkEncryption: { spec throws(RequestError) in try factory.checkEncryption(spec) })
         return PreparedApplication(
-            id: id, keys: keys, signingKey: signingKey, rules: rules, settings: PipelineSettings(maxWeight: app.subscriptions.maxWeight),
-            verifier: verifier)
+            id: id, keys: keys, signingKey: signingKey, rules: rules,
+            settings: PipelineSettings(maxWeight: app.subscriptions.maxWeight, rules: app.rules?.rules), verifier: verifier,
+            readRules: app.readRules)
     }
 
     /// The sealers of v2 payloads: each application with its signing key or `serviceKey`;

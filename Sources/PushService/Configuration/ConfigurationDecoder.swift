@@ -204,7 +204,41 @@ struct ConfigurationDecoder {
             maxWeight: Int(lifetimes.size("maxWeight", range: 1...(1 << 30)) ?? 1 << 20))
         return AppConfiguration(
             id: id, auth: auth, fcm: fcm, hms: hms, webhooks: webhooks, keys: section.path("keys", mustExist: true),
-            signingKey: section.nonEmptyString("signingKey"), subscriptions: subscriptions)
+            signingKey: section.nonEmptyString("signingKey"), subscriptions: subscriptions, rules: rules(section, report: report))
+    }
+
+    /// `apps.<id>.rules`: a rules file, or the rules document inline (SPEC §12).
+    func rules(_ section: Section, report: ProblemReport) -> ConfiguredRules? {
+        guard let value = section.value("rules") else { return nil }
+        let document: JSON
+        let source: String
+        switch value {
+        case .string:
+            guard let file = section.path("rules", mustExist: true) else { return nil }
+            guard let data = FileManager.default.contents(atPath: file), data.count <= ConfiguredRules.maxFileBytes else {
+                report.add("\(section.label("rules")): the rules file \(quotedString(file)) cannot be read or is larger than 1 MiB")
+                return nil
+            }
+            do {
+                document = try JSONParser.parse([UInt8](data))
+            } catch {
+                report.add("\(section.label("rules")): the rules file \(quotedString(file)) is not JSON: \(error)")
+                return nil
+            }
+            source = file
+        case .object:
+            document = value
+            source = "inline"
+        default:
+            report.add("\(section.label("rules")): expected a rules file path or the rules object {\"rules\": {…}}, got \(value.typeName)")
+            return nil
+        }
+        do {
+            return ConfiguredRules(source: source, document: document, rules: try ReadRules.parse(document))
+        } catch {
+            report.add("\(section.label("rules"))\(source == "inline" ? "" : " (\(source))"): \(error)")
+            return nil
+        }
     }
 }
 

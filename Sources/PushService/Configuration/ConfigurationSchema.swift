@@ -38,6 +38,8 @@ indirect enum ConfigurationSchema: Sendable {
             "webhooks": .names(.object(["url": .leaf(.string), "secret": .leaf(.secret)])),
             "keys": .leaf(.string),
             "signingKey": .leaf(.string),
+            // A file path, or the rules document inline (its keys are the rules', not checked here).
+            "rules": .leaf(.string),
             "subscriptions": .object(["defaultLifetime": .leaf(.duration), "maxLifetime": .leaf(.duration), "maxWeight": .leaf(.size)]),
         ])),
     ])

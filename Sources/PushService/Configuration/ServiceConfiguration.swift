@@ -177,6 +177,42 @@ public struct AppConfiguration: Sendable, Equatable {
     /// `signingKey`: kid in `keys`. Default none: the service's own ES256 key signs.
     public var signingKey: String?
     public var subscriptions: Subscriptions
+    /// `rules`: the read rules (SPEC §12), from a file or inline. Default none: every
+    /// authenticated client may read every node (`{"rules": {".read": "auth != null"}}`), said
+    /// as a warning.
+    public var rules: ConfiguredRules?
+
+    /// The rules in force: the configured ones, or the default.
+    public var readRules: ReadRules { rules?.rules ?? .authenticated }
+}
+
+/// An application's configured read rules.
+public struct ConfiguredRules: Sendable, Equatable {
+    /// Largest rules file.
+    public static let maxFileBytes = 1 << 20
+
+    /// The file they come from, or `inline`.
+    public var source: String
+    /// The rules document as read.
+    public var document: JSON
+    public var rules: ReadRules
+
+    public static func == (lhs: ConfiguredRules, rhs: ConfiguredRules) -> Bool {
+        lhs.source == rhs.source && lhs.document == rhs.document
+    }
+}
+
+extension ServiceConfiguration {
+    /// What the operator should know but that does not stop the service: applications without
+    /// read rules.
+    public var warnings: [String] {
+        apps.keys.sorted().compactMap { id in
+            apps[id]?.rules == nil
+                ? "apps.\(id).rules: none configured; every authenticated client may read (and subscribe to) every node, as with "
+                    + "{\"rules\": {\".read\": \"auth != null\"}}"
+                : nil
+        }
+    }
 }
 
 /// A configuration that cannot be used: each problem names the key, what is wrong and what

@@ -9,7 +9,7 @@ import PushStore
 /// (``SubscriptionAPI``), and the operator's `/metrics` and `/status` (``Operations``).
 struct APIServer {
     let configuration: ServiceConfiguration
-    let applications: [String: PreparedApplication]
+    let applications: [String: APIApplication]
     let store: any RuntimeStore
     let index: any SubscriptionIndexFollower
     let clock: any ServiceClock
@@ -23,7 +23,7 @@ struct APIServer {
 
     func application() -> some ApplicationProtocol {
         let api = SubscriptionAPI(
-            store: store, applications: applications.mapValues(\.api), clock: clock, index: index, jwks: jwks, readiness: operations, logger: logger)
+            store: store, applications: applications, clock: clock, index: index, jwks: jwks, readiness: operations, logger: logger)
         let router = api.router()
         operations.addRoutes(to: router)
         let (logger, address, http, onListening) = (self.logger, self.address, configuration.http, self.onListening)

@@ -25,6 +25,9 @@ protocol Deployment: Sendable {
     var releasesEveryClaimAtStart: Bool { get }
     /// The name a source's checkpoint is filed under.
     func checkpointKey(_ source: String) -> String
+    /// Where the REST API's rule checks find the trees: those this process holds, and, with
+    /// several instances, the others' read from the store.
+    func treeView(clock: any ServiceClock) -> TreeView
     /// The services that process records, given what every deployment shares.
     func processing(_ parts: ServiceParts) async throws -> Processing
 }

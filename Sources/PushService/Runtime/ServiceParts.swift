@@ -18,14 +18,15 @@ struct ServiceParts: Sendable {
     let delivery: any OutboxListener
     /// Where the HTTP API can be reached (published by shared instances).
     let address: AdvertisedAddress
+    /// Where the engine publishes its trees for the REST API's rule checks (`nil`: no rule
+    /// reads data).
+    let view: TreeView?
     let clock: any ServiceClock
     let tuning: ServiceRuntime.Tuning
     let logger: Logger
 
-    var settings: @Sendable (String) -> PipelineSettings {
-        let settings = applications.mapValues(\.settings)
-        return { settings[$0] ?? .standard }
-    }
+    /// The configured applications' settings, read rules included.
+    var settings: [String: PipelineSettings] { applications.mapValues(\.settings) }
 
     var engineConfiguration: RecordEngine.Configuration {
         RecordEngine.Configuration(snapshotAfterBytes: tuning.snapshotAfterBytes ?? configuration.ingest.snapshotAfter)

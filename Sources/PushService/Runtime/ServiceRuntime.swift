@@ -62,7 +62,11 @@ public struct ServiceRuntime: Sendable {
         // What every deployment shares: keys, the index, metrics, the delivery worker.
         let serviceKeys = try await ServiceKey.loadOrCreate(in: store)
         let sealers = try PreparedApplication.sealers(applications, serviceKey: serviceKeys.last!)
-        let registry = SubscriptionRegistry(store: store, logger: logger)
+        for warning in configuration.warnings { logger.warning("\(warning)") }
+        // Subscriptions created or changed wake the record engine (their read access is checked
+        // before records reach them).
+        let queue = IngestQueue()
+        let registry = SubscriptionRegistry(store: store, admissionsWaiting: queue, logger: logger)
         try await registry.load()
         logger.info("subscriptions loaded", metadata: ["count": "\(registry.count)", "store": "\(store.location)"])
         try await LegacyRevocations.requeue(store: store, sealers: sealers, now: clock.now, logger: logger)
@@ -75,13 +79,15 @@ public struct ServiceRuntime: Sendable {
             let dispatcher = Dispatcher(
                 store: store, senders: senders, configuration: configuration.delivery.dispatcher(claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart),
                 notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries, logger: logger)
-            let queue = IngestQueue()
             let stored = try await store.checkpoints()
+            let trees = deployment.treeView(clock: clock)
+            let readsData = applications.values.contains { $0.settings.rules?.readsData == true }
             let parts = ServiceParts(
                 configuration: configuration, applications: applications, registry: registry, sealers: sealers, queue: queue,
                 checkpoints: Dictionary(stored.map { ($0.source, $0) }, uniquingKeysWith: { $1 }),
                 deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), counters: ingestCounters, delivery: dispatcher,
-                address: AdvertisedAddress(configuration.http.advertised), clock: clock, tuning: tuning, logger: logger)
+                address: AdvertisedAddress(configuration.http.advertised), view: readsData ? trees : nil, clock: clock, tuning: tuning,
+                logger: logger)
 
             // What differs: how records are processed.
             let processing = try await deployment.processing(parts)
@@ -93,7 +99,8 @@ public struct ServiceRuntime: Sendable {
             let syncer = IndexSyncer(registry: registry, logger: logger)
             let sources = Self.sources(configuration, parts: parts, deployment: deployment, readiness: observability)
             let server = APIServer(
-                configuration: configuration, applications: applications, store: store, index: registry, clock: clock,
+                configuration: configuration, applications: applications.mapValues { $0.api(trees: trees, clock: clock) }, store: store,
+                index: registry, clock: clock,
                 jwks: Self.publishedKeys(serviceKeys: serviceKeys, applications: applications),
                 operations: Operations(
                     instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,

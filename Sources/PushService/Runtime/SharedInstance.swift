@@ -23,6 +23,10 @@ struct SharedInstance: Deployment {
 
     func checkpointKey(_ source: String) -> String { SharedInstances.sourceKey(instance: instance, source: source) }
 
+    func treeView(clock: any ServiceClock) -> TreeView {
+        TreeView(store: shared, clock: clock)
+    }
+
     func processing(_ parts: ServiceParts) async throws -> Processing {
         try await shared.registerStart(instance: instance, address: parts.address.current)
         let wake = Wakeup()
@@ -31,7 +35,8 @@ struct SharedInstance: Deployment {
             store: shared, instance: instance, address: parts.address, applications: parts.applications.keys.sorted(), changed: wake,
             outbox: parts.delivery, clock: parts.clock, logger: parts.logger)
         let engine = RecordEngine(
-            settings: parts.settings, sealers: parts.sealers, registry: parts.registry, configuration: parts.engineConfiguration, logger: parts.logger)
+            settings: parts.settings, sealers: parts.sealers, registry: parts.registry, view: parts.view, configuration: parts.engineConfiguration,
+            logger: parts.logger)
         let writer = BatchWriter(deadLetters: parts.deadLetters, counters: parts.counters, index: parts.registry, outbox: outbox, logger: parts.logger)
         let owner = ApplicationOwner(
             store: shared, leases: keeper, engine: engine, registry: parts.registry, writer: writer, wake: wake, clock: parts.clock,

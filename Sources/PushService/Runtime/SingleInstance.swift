@@ -32,13 +32,17 @@ struct SingleInstance: Deployment {
         filesCheckpointsUnderName ? SharedInstances.sourceKey(instance: instance, source: source) : source
     }
 
+    func treeView(clock: any ServiceClock) -> TreeView {
+        TreeView(store: nil, clock: clock)
+    }
+
     func processing(_ parts: ServiceParts) async throws -> Processing {
         let trees = try await TreeLoader.load(from: store, logger: parts.logger)
         let checker = LineChecker(watermarks: parts.checkpoints.compactMapValues(\.lastSeq), maxLineBytes: parts.tuning.maxLineBytes)
         let key = checkpointKey
         let engine = RecordEngine(
-            trees: trees, settings: parts.settings, sealers: parts.sealers, registry: parts.registry, configuration: parts.engineConfiguration,
-            logger: parts.logger)
+            trees: trees, settings: parts.settings, sealers: parts.sealers, registry: parts.registry, view: parts.view,
+            configuration: parts.engineConfiguration, logger: parts.logger)
         let writer = BatchWriter(deadLetters: parts.deadLetters, counters: parts.counters, index: parts.registry, outbox: parts.delivery, logger: parts.logger)
         let ingestor = Ingestor(
             queue: parts.queue, store: store, checker: checker, checkpointKey: key, engine: engine, writer: writer, clock: parts.clock,

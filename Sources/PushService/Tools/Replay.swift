@@ -31,6 +31,8 @@ public struct ReplaySession {
     }
 
     var checker = LineChecker()
+    /// The rules' `now`.
+    let clock: any ServiceClock = SystemClock()
     var pipeline: RecordPipeline
     let subscriptions: InMemorySubscriptions
     var builder: NotificationBuilder
@@ -99,13 +101,32 @@ public struct ReplaySession {
     }
 
     /// A subscription document with its `app` and `uid`, checked as the REST API checks it
-    /// (with the application's webhooks and keys when the configuration names it).
+    /// (with the application's webhooks and keys when the configuration names it). It may carry
+    /// `auth`, the read rules' `auth` as the subscriber's token gives it (`{"uid": …, "token":
+    /// {claims}}`); absent, `{"uid": uid}`.
     static func subscription(_ line: [UInt8], applications: [String: PreparedApplication], fallbackKeys: KeyRing?) throws -> Subscription {
-        let json: JSON
+        var json: JSON
         do {
             json = try JSONParser.parse(line)
         } catch {
             throw RequestError(error.description)
+        }
+        var claims: JSON?
+        if case .object(let object) = json, let auth = object[Key("auth")] {
+            json = .object(object.removing(Key("auth")))
+            guard case .object(let members) = auth else { throw RequestError("auth: expected {\"uid\": …, \"token\": {claims}}") }
+            for (key, _) in members where key.string != "uid" && key.string != "token" {
+                throw RequestError("auth: unknown member \(key.string); expected uid and token (the token's claims)")
+            }
+            if let authUID = members[Key("uid")], authUID != json["uid"] {
+                throw RequestError("auth.uid differs from the document's uid")
+            }
+            if let token = members[Key("token")] {
+                guard case .object = token, token.description.utf8.count <= Subscription.maxAuthBytes else {
+                    throw RequestError("auth.token: expected the claims object, at most \(Subscription.maxAuthBytes) bytes")
+                }
+                claims = token
+            }
         }
         guard case .string(let app)? = json["app"] else { throw RequestError("app: missing; each document names its application") }
         guard case .string(let uid)? = json["uid"], !uid.isEmpty else { throw RequestError("uid: missing; each document names its user") }
@@ -119,7 +140,7 @@ public struct ReplaySession {
         let tuple = request.tuple(app: app, uid: uid)
         return Subscription(
             id: SubscriptionID.derive(tuple), tuple: tuple, mode: request.mode, format: request.format, encryption: request.encryption,
-            createdAt: 0, expiresAt: request.expiration ?? 0)
+            createdAt: 0, expiresAt: request.expiration ?? 0, auth: claims)
     }
 
     /// Replays one line: appends one output line per notification (each ending in a newline)
@@ -129,7 +150,7 @@ public struct ReplaySession {
         case .failure(let error):
             return error
         case .success(let record):
-            let notices = try await pipeline.process(record, lookup: subscriptions, directory: subscriptions).notices
+            let notices = try await pipeline.process(record, lookup: subscriptions, directory: subscriptions, now: clock.now).notices
             for notice in notices {
                 let subscription = notice.subscription
                 let start = out.count

@@ -10,7 +10,8 @@ import PushStore
 /// - `{"pushdispatchExport":1,"from":…}` first;
 /// - `{"type":"serviceKey","jwk":{…}}`, oldest first (private keys: keep the file private);
 /// - `{"type":"handles","highWater":N}`: no handle up to N is handed out again;
-/// - `{"type":"subscription","handle":N,"document":{…}}`;
+/// - `{"type":"subscription","handle":N,"document":{…},"auth":{…}}` (`auth`: the claims it
+///   was allowed with, when it has them);
 /// - `{"type":"tree","app":…,"tree":…}`: each application's tree (snapshot and journal applied);
 /// - `{"type":"checkpoint","source":…,"lastSeq":…,"position":…,"fileIdentity":…}`;
 /// - `{"type":"notification",…}`: waiting notifications in order, payloads in base64url;
@@ -59,7 +60,9 @@ public enum StoreTransfer {
             let page = try await store.subscriptions(app: nil, after: after, limit: 1_000)
             guard let last = page.last else { break }
             for subscription in page {
-                try line(JSON.members([("type", "subscription"), ("handle", .int(subscription.handle ?? 0)), ("document", subscription.document)]))
+                var members: [(String, JSON)] = [("type", "subscription"), ("handle", .int(subscription.handle ?? 0)), ("document", subscription.document)]
+                if let auth = subscription.auth { members.append(("auth", auth)) }
+                try line(JSON.members(members))
             }
             counts.subscriptions += page.count
             after = last.handle ?? after
@@ -144,11 +147,19 @@ public enum StoreTransfer {
             case "subscription":
                 let handle = try integer("handle")
                 guard handle > 0, let document = json["document"] else { throw fail("expected a positive handle and a document") }
+                var subscription: Subscription
                 do {
-                    contents.subscriptions.append(try Subscription(document: document, handle: handle))
+                    subscription = try Subscription(document: document, handle: handle)
                 } catch {
                     throw fail("document: \(error.message)")
                 }
+                if let auth = json["auth"], !auth.isNull {
+                    guard case .object = auth, auth.description.utf8.count <= Subscription.maxAuthBytes else {
+                        throw fail("auth: expected the claims object, at most \(Subscription.maxAuthBytes) bytes")
+                    }
+                    subscription.auth = auth
+                }
+                contents.subscriptions.append(subscription)
                 counts.subscriptions += 1
             case "tree":
                 let app = try string("app")

@@ -14,9 +14,10 @@ struct ConfigCheckCommand: AsyncParsableCommand {
         commandName: "check",
         abstract: "Check a configuration file as `run` would, environment overrides included.",
         discussion: """
-            Exit status 0 when the service would start with it; 2 with every problem listed on standard \
-            error, each naming its key (and the variable that set it), what is wrong and what was expected. \
-            Secrets are never printed.
+            Exit status 0 when the service would start with it (warnings, such as an application without read \
+            rules, are printed on standard error); 2 with every problem listed on standard error, each naming \
+            its key (and the variable that set it), what is wrong and what was expected (a read rule that does \
+            not parse: its location in the rules and the column). Secrets are never printed.
             """
     )
 
@@ -31,6 +32,7 @@ struct ConfigCheckCommand: AsyncParsableCommand {
             reportConfigurationProblems(error, path: file)
             throw ExitCode(2)
         }
+        for warning in configuration.warnings { printError("warning: \(warning)") }
         let apps = configuration.apps.keys.sorted()
         print("\(file): ok — \(apps.count) application\(apps.count == 1 ? "" : "s")\(apps.isEmpty ? "" : ": " + apps.joined(separator: ", "))")
     }
