@@ -24,16 +24,19 @@ struct APIHarness {
     let readiness = SettableReadiness()
     let router: Router<BasicRequestContext>
 
-    init() throws {
+    /// - Parameters:
+    ///   - rules: toto's read rules (default: any authenticated client reads everything).
+    ///   - tree: toto's data, for rules that read it.
+    init(rules: ReadRules = .authenticated, tree: DataTree = DataTree()) throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-api-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         store = try SQLiteStore(path: folder.appendingPathComponent("store.db").path)
-        let rules = SubscriptionRules(
+        let documentRules = SubscriptionRules(
             webhooks: ["orders"], lifetimes: SubscriptionLifetimes(defaultLifetime: 7 * 86_400, maxLifetime: 30 * 86_400),
             checkEncryption: { _ throws(RequestError) in })
-        let access = RulesAccess(app: "toto", rules: .authenticated, trees: NoTrees(), clock: clock)
-        let toto = APIApplication(id: "toto", verifier: try BearerTokenVerifier.hs256(secret: Self.secret), rules: rules, access: access)
-        let closed = APIApplication(id: "closed", verifier: nil, rules: rules, access: access)
+        let access = RulesAccess(app: "toto", rules: rules, trees: FixedTree(tree: tree), clock: clock)
+        let toto = APIApplication(id: "toto", verifier: try BearerTokenVerifier.hs256(secret: Self.secret), rules: documentRules, access: access)
+        let closed = APIApplication(id: "closed", verifier: nil, rules: documentRules, access: access)
         var logger = Logger(label: "api-test")
         logger.logLevel = .critical
         let api = SubscriptionAPI(
@@ -42,10 +45,10 @@ struct APIHarness {
         router = api.router()
     }
 
-    /// A bearer token for `subject`, signed with `secret`, valid around the clock.
-    func token(_ subject: String = "u1", secret: String = APIHarness.secret) throws -> String {
+    /// A bearer token for `subject`, signed with `secret`, valid around the clock, with `extra` claims.
+    func token(_ subject: String = "u1", secret: String = APIHarness.secret, extra: [(String, JSON)] = []) throws -> String {
         let now = clock.nowSeconds
-        let claims: JSON = ["sub": .string(subject), "iat": .int(now), "exp": .int(now + 600)]
+        let claims = JSON.object(JSONObject([(Key("sub"), .string(subject)), ("iat", .int(now)), ("exp", .int(now + 600))] + extra.map { (Key($0.0), $0.1) }))
         let key = try JWK(json: ["kty": "oct", "k": .string(Base64URL.encodeToString(Array(secret.utf8)))])
         return String(decoding: try JWSSigner(key: key, algorithm: .hs256).sign(Array(claims.description.utf8)), as: UTF8.self)
     }
@@ -98,7 +101,8 @@ final class SettableReadiness: ReadinessProbe, Sendable {
     func problem() async -> JSON? { current.withLock { $0 } }
 }
 
-/// No data: the rules these tests use read none.
-struct NoTrees: TreeSource {
-    func tree(app: String) async throws -> DataTree { DataTree() }
+/// One application's data, as the engine would publish it.
+struct FixedTree: TreeSource {
+    let tree: DataTree
+    func tree(app: String) async throws -> DataTree { tree }
 }

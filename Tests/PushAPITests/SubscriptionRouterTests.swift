@@ -139,4 +139,28 @@ struct SubscriptionRouterTests {
             }
         }
     }
+
+    @Test("read rules: a node the token's user may not read is refused with 403 permission_denied, at create and at refresh")
+    func permissionDenied() async throws {
+        let rules = try ReadRules.parse(
+            try JSONParser.parse(Array(#"{"rules":{"users":{"$uid":{".read":"auth.uid == $uid || root.child('shared').child($uid).hasChild(auth.uid)"}}}}"#.utf8)))
+        let api = try APIHarness(rules: rules, tree: DataTree(root: try JSONParser.parse(Array(#"{"shared":{"u2":{"u1":true}}}"#.utf8))))
+        let token = try api.token()
+        let big = try api.token(extra: [("profile", .string(String(repeating: "x", count: 5_000)))])
+        try await api.run { client in
+            func post(_ path: String, _ token: String) async throws -> APIHarness.Reply {
+                try await client.send(.post, Self.collection, body: #"{"kind":"mobile","path":"\#(path)","context":"t1"}"#, token: token)
+            }
+            #expect(try await post("/users/u1/inbox", token).status == 201)
+            #expect(try await post("/users/u2", token).status == 201)  // shared with u1
+            let refused = try await post("/users/u3", token)
+            #expect(refused.status == 403 && refused.code == "permission_denied")
+            #expect(refused.json?["message"]?.stringValue == #"the read rules of "toto" do not let "u1" read "/users/u3""#)
+            let tooBig = try await post("/users/u1", big)
+            #expect(tooBig.status == 400 && tooBig.json?["message"]?.stringValue?.contains("a subscription keeps them") == true)
+        }
+        // What each subscription keeps: the claims it was allowed with.
+        let kept = try await api.store.subscriptions(app: "toto", uid: "u1")
+        #expect(kept.count == 2 && kept.allSatisfy { $0.auth?["sub"] == "u1" })
+    }
 }

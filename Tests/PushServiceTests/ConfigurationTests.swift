@@ -331,4 +331,29 @@ struct ConfigurationTests {
     func sizes(text: String, expected: Int64) {
         #expect(ConfigurationValues.size(text) == expected)
     }
+
+    @Test("read rules: inline or from a file, refused with the rule's location and column; none configured is a warning")
+    func rules() throws {
+        let inline = try load(#"apps: {toto: {rules: {"rules": {"users": {"$uid": {".read": "auth.uid == $uid"}}}}}}"#)
+        #expect(inline.apps["toto"]?.rules?.source == "inline")
+        #expect(inline.warnings.isEmpty)
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-rules-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let file = folder.appendingPathComponent("rules.json")
+        try Data(#"{"rules": {"rooms": {"$room": {".read": "root.child('members/' + $room).hasChild(auth.uid)"}}}}"#.utf8).write(to: file)
+        let fromFile = try load("apps: {toto: {rules: \(file.path)}}")
+        #expect(fromFile.apps["toto"]?.readRules.readsData == true)
+        try Data(#"{"rules": {"rooms": {"$room": {".read": "auth.uid == $rom"}}}}"#.utf8).write(to: file)
+        #expect(error("apps: {toto: {rules: \(file.path)}}").contains(
+            "apps.toto.rules (\(file.path)): rules/rooms/$room/.read, column 13: $rom is not captured on the way to this rule ($room is)"))
+        try Data("{not json".utf8).write(to: file)
+        #expect(error("apps: {toto: {rules: \(file.path)}}").contains("apps.toto.rules: the rules file \"\(file.path)\" is not JSON"))
+        #expect(error("apps: {toto: {rules: ./missing.json}}").contains("apps.toto.rules: cannot read the file"))
+        #expect(error("apps: {toto: {rules: 12}}").contains("apps.toto.rules: expected a rules file path or the rules object"))
+        #expect(error(#"apps: {toto: {rules: {"rules": {".write": "x", ".red": true}}}}"#).contains("apps.toto.rules: rules/.red: unknown rule .red"))
+        let none = try load("apps: {toto: {}, other: {rules: {rules: {.read: true}}}}")
+        #expect(none.warnings == [
+            #"apps.toto.rules: none configured; every authenticated client may read (and subscribe to) every node, as with {"rules": {".read": "auth != null"}}"#
+        ])
+    }
 }

@@ -42,7 +42,8 @@ final class ServiceHarness: Sendable {
     /// - Parameter now: the clock's time at start, in Unix seconds.
     init(
         folder: URL? = nil, now: Int64 = 1_800_000_000, limits: ConnectionLimits = .standard, ingest: Bool = false,
-        batchLines: Int = 2_000, snapshotAfterBytes: Int? = nil, store: String = "{sqlite: ./store.db}", instance: String? = nil
+        batchLines: Int = 2_000, snapshotAfterBytes: Int? = nil, store: String = "{sqlite: ./store.db}", instance: String? = nil,
+        rules: String? = nil
     ) throws {
         self.limits = limits
         self.tuning = ServiceRuntime.Tuning(
@@ -64,7 +65,7 @@ final class ServiceHarness: Sendable {
                 webhooks: {orders: {url: "https://example.com/hooks/orders", secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}
                 keys: \(keys)
                 signingKey: sig-es
-                subscriptions: {defaultLifetime: 7d, maxLifetime: 30d}
+                subscriptions: {defaultLifetime: 7d, maxLifetime: 30d}\(rules.map { "\n    rules: \($0)" } ?? "")
               other:
                 auth: {hs256Secret: "\(Self.otherSecret)"}
             """
@@ -75,6 +76,16 @@ final class ServiceHarness: Sendable {
         var clientConfiguration = HTTPClient.Configuration()
         clientConfiguration.timeout = .init(connect: .seconds(60), read: .seconds(60))
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
+    }
+
+    /// Replaces toto's read rules in the configuration (the next start reads them).
+    func setRules(_ rules: String) throws {
+        let url = folder.appendingPathComponent("pushdispatch.yaml")
+        var text = try String(contentsOf: url, encoding: .utf8)
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false).filter { !$0.hasPrefix("    rules: ") }
+        text = lines.joined(separator: "\n").replacingOccurrences(
+            of: "subscriptions: {defaultLifetime: 7d, maxLifetime: 30d}", with: "subscriptions: {defaultLifetime: 7d, maxLifetime: 30d}\n    rules: \(rules)")
+        try Data(text.utf8).write(to: url)
     }
 
     /// Starts the service and waits until it listens.

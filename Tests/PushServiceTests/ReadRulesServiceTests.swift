@@ -1,0 +1,120 @@
+import Foundation
+import PushCore
+import PushStore
+@testable import PushService
+import PushTestSupport
+import Testing
+
+/// Read rules in the running service (SPEC §12): refused subscriptions, revocations after
+/// writes, audits after a change of rules.
+@Suite("Read rules in the running service", .serialized)
+struct ReadRulesServiceTests {
+    static let rules =
+        #"{"rules": {"users": {"$uid": {".read": "auth.uid == $uid"}}, "rooms": {"$room": {".read": "root.child('members').child($room).hasChild(auth.uid)"}}}}"#
+    static let collection = "/datasync/v2/toto/subscriptions/"
+
+    static func document(_ path: String, _ token: String) -> String {
+        #"{"kind":"mobile","mode":"value","path":"\#(path)","context":"\#(token)","format":"v1"}"#
+    }
+
+    func append(_ lines: [String], to service: ServiceHarness) throws {
+        let url = service.queueFile
+        if !FileManager.default.fileExists(atPath: url.path) { #expect(FileManager.default.createFile(atPath: url.path, contents: nil)) }
+        let handle = try FileHandle(forWritingTo: url)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
+        try handle.close()
+    }
+
+    /// The outbox as (device token, payload).
+    func outbox(_ service: ServiceHarness) async throws -> [(String, String)] {
+        let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
+        return try await store.notifications(limit: 1000).map { ($0.entry.target ?? "", String(decoding: $0.entry.payload, as: UTF8.self)) }
+    }
+
+    func eventually(_ condition: () async throws -> Bool) async throws -> Bool {
+        for _ in 0..<3000 {
+            if try await condition() { return true }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        return false
+    }
+
+    func consumed(_ service: ServiceHarness, seq: Int64) async throws -> Bool {
+        let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
+        return try await store.checkpoints().first { $0.source == "queue-file" }?.lastSeq == seq
+    }
+
+    @Test("alice cannot subscribe to bob's node (403 permission_denied), can to her own, and a refresh is checked too")
+    func ownSubtree() async throws {
+        let service = try ServiceHarness(rules: Self.rules)
+        try await service.start()
+        let alice = try service.token(subject: "alice")
+        let bobs = try await service.send(.POST, Self.collection + "alice", body: Self.document("/users/bob", "fcm-alice"), token: alice)
+        #expect(bobs.status == 403 && bobs.json?["error"] == "permission_denied")
+        #expect(bobs.json?["message"]?.stringValue?.contains("/users/bob") == true)
+        let own = try await service.send(.POST, Self.collection + "alice", body: Self.document("/users/alice/inbox", "fcm-alice"), token: alice)
+        #expect(own.status == 201)
+        // A node nobody's rules grant: the root.
+        #expect(try await service.send(.POST, Self.collection + "alice", body: Self.document("/", "fcm-alice"), token: alice).status == 403)
+        let id = try #require(own.json?["id"]?.stringValue)
+        #expect(try await service.send(.PUT, Self.collection + "alice/" + id, body: "{}", token: alice).status == 200)
+        await service.shutdown()
+    }
+
+    @Test("a member subscribes to her room; removing her from the members revokes her subscription, and nothing of the room reaches her after")
+    func membership() async throws {
+        let service = try ServiceHarness(ingest: true, rules: Self.rules)
+        try await service.start()
+        try append([#"{"seq":1,"app":"toto","op":"put","path":"/","data":{"members":{"r1":{"alice":true,"bob":true}},"rooms":{"r1":{"title":"Lunch"}}}}"#], to: service)
+        #expect(try await eventually { try await consumed(service, seq: 1) })
+        let alice = try service.token(subject: "alice")
+        let bob = try service.token(subject: "bob")
+        let carol = try service.token(subject: "carol")
+        #expect(try await service.send(.POST, Self.collection + "alice", body: Self.document("/rooms/r1", "fcm-alice"), token: alice).status == 201)
+        #expect(try await service.send(.POST, Self.collection + "bob", body: Self.document("/rooms/r1", "fcm-bob"), token: bob).status == 201)
+        #expect(try await service.send(.POST, Self.collection + "carol", body: Self.document("/rooms/r1", "fcm-carol"), token: carol).status == 403)
+        try append([
+            #"{"seq":2,"app":"toto","op":"put","path":"/members/r1/alice","data":null}"#,
+            #"{"seq":3,"app":"toto","op":"put","path":"/rooms/r1/title","data":"Secret plans"}"#,
+        ], to: service)
+        #expect(try await eventually { try await consumed(service, seq: 3) })
+        let sent = try await outbox(service)
+        let toAlice = sent.filter { $0.0 == "fcm-alice" }.map(\.1)
+        #expect(toAlice == [#"{"t":"revoke","r":"permission_denied","app":"toto","sp":"/rooms/r1"}"#])
+        #expect(sent.filter { $0.0 == "fcm-bob" }.map(\.1) == [#"{"s":"OK","t":"value","app":"toto","sp":"/rooms/r1","d":"{\"title\":\"Secret plans\"}"}"#])
+        // Her subscription is gone; her refresh and her new subscription are refused.
+        #expect(try await service.send(.GET, Self.collection + "alice", token: alice).json?.arrayValue?.isEmpty == true)
+        #expect(try await service.send(.POST, Self.collection + "alice", body: Self.document("/rooms/r1", "fcm-alice"), token: alice).status == 403)
+        await service.shutdown()
+    }
+
+    @Test("rules changed between two runs: the subscriptions they no longer allow are revoked at start")
+    func changedRules() async throws {
+        let service = try ServiceHarness(ingest: true, rules: #"{"rules": {".read": true}}"#)
+        try await service.start()
+        let alice = try service.token(subject: "alice")
+        #expect(try await service.send(.POST, Self.collection + "alice", body: Self.document("/users/bob", "fcm-alice"), token: alice).status == 201)
+        #expect(try await service.send(.POST, Self.collection + "alice", body: Self.document("/users/alice", "fcm-alice"), token: alice).status == 201)
+        await service.stop()
+        try service.setRules(Self.rules)
+        try await service.start()
+        #expect(try await eventually { try await outbox(service).count == 1 })
+        #expect(try await outbox(service).map(\.1) == [#"{"t":"revoke","r":"permission_denied","app":"toto","sp":"/users/bob"}"#])
+        let left = try await service.send(.GET, Self.collection + "alice", token: alice).json?.arrayValue ?? []
+        #expect(left.map { $0["path"] } == ["/users/alice"])
+        await service.shutdown()
+    }
+
+    @Test("a rule that does not parse stops the start, naming the rule and the column")
+    func badRules() async throws {
+        let service = try ServiceHarness(rules: #"{"rules": {"a": {".read": "data.val().matches('x')"}}}"#)
+        do {
+            try await service.start()
+            Issue.record("the service started with a rule it cannot evaluate")
+        } catch let error as ConfigurationError {
+            #expect(error.description.contains("apps.toto.rules: rules/a/.read, column 12: matches() is not supported"))
+        }
+        await service.shutdown()
+    }
+}
