@@ -230,7 +230,11 @@ extension SQLiteStore: IngestStore {
             while start < handles.count {
                 let slice = Array(handles[start..<min(handles.count, start + 500)])
                 let marks = Array(repeating: "?", count: slice.count).joined(separator: ",")
-                for row in try Row.fetchAll(db, sql: "SELECT * FROM subscription WHERE handle IN (\(marks))", arguments: StatementArguments(slice)) {
+                let sql = "SELECT * FROM subscription WHERE handle IN (\(marks))"
+                // Small reads (an admission after each create) reuse their prepared statement;
+                // the cache stays bounded to those 32 shapes.
+                let statement = slice.count <= 32 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
+                for row in try Row.fetchAll(statement, arguments: StatementArguments(slice)) {
                     let subscription = try Self.subscription(row)
                     found[subscription.handle!] = subscription
                 }

@@ -53,12 +53,13 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
 
     public func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome {
         try await write(subscriptionID: subscription.id) { db in
-            if let row = try Row.fetchOne(db, sql: "SELECT * FROM subscription WHERE id = ?", arguments: [subscription.id]) {
+            // Cached statements: creates are the API's hot path, and preparing these each time
+            // (parse, plan, authorizer) costs more than running them.
+            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM subscription WHERE id = ?"), arguments: [subscription.id]) {
                 let existing = try Self.subscription(row)
                 guard allowUpdate else { return .conflict(existing) }
-                try db.execute(
-                    sql: "UPDATE subscription SET mode = ?, format = ?, encryption = ?, expires_at = ?, auth = ? WHERE handle = ?",
-                    arguments: [
+                try db.cachedStatement(sql: "UPDATE subscription SET mode = ?, format = ?, encryption = ?, expires_at = ?, auth = ? WHERE handle = ?")
+                    .execute(arguments: [
                         subscription.mode.rawValue, subscription.format.rawValue, subscription.encryption.map { $0.json.description },
                         subscription.expiresAt, subscription.authText, existing.handle,
                     ])
@@ -68,12 +69,13 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
                 return .refreshed(refreshed)
             }
             let tuple = subscription.tuple
-            try db.execute(
+            try db.cachedStatement(
                 sql: """
                     INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption,
                                               created_at, expires_at, auth)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """,
+                    """
+            ).execute(
                 arguments: [
                     subscription.id, tuple.app, tuple.uid, tuple.kind.rawValue, tuple.destination ?? "", tuple.path.string,
                     tuple.context ?? "", subscription.mode.rawValue, subscription.format.rawValue,
@@ -188,10 +190,11 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
 
     public func changes(after sequence: Int64, limit: Int) async throws -> [SubscriptionChange] {
         try await read { db in
-            let pruned = try Int64.fetchOne(db, sql: "SELECT pruned_through FROM change_log_state WHERE id = 1") ?? 0
+            // Cached statements: every create reads the log (read-your-writes).
+            let pruned = try Int64.fetchOne(db.cachedStatement(sql: "SELECT pruned_through FROM change_log_state WHERE id = 1")) ?? 0
             if sequence < pruned { throw StoreError.changeLogPruned(through: pruned) }
             return try Row.fetchAll(
-                db, sql: "SELECT * FROM subscription_change WHERE sequence > ? ORDER BY sequence LIMIT ?",
+                db.cachedStatement(sql: "SELECT * FROM subscription_change WHERE sequence > ? ORDER BY sequence LIMIT ?"),
                 arguments: [sequence, limit]
             ).map { row in
                 guard let operation = SubscriptionChange.Operation(rawValue: row["operation"]) else {
