@@ -152,6 +152,7 @@ public final class Demo: @unchecked Sendable {
                     "webhooks": ["orders": ["url": .string(fakes.webhookURL("orders")), "secret": .string(Self.webhookSecret)]],
                     "keys": .string(fixtures.appendingPathComponent("jose/test-keyset.json").path),
                     "signingKey": "sig-es",
+                    "rules": .string(fixtures.appendingPathComponent("demo/rules.json").path),
                 ]
             ],
         ]
@@ -205,6 +206,14 @@ public final class Demo: @unchecked Sendable {
             subscription.id = id
             subscriptions.append(subscription)
             say("   POST → 201  \(pad(subscription.name, 10)) \(pad(subscription.provider, 8)) \(subscription.why)")
+        }
+        // The read rules (fixtures/demo/rules.json): each user reads her own subtree only.
+        let bobs = Array(#"{"kind":"mobile","mode":"value","path":"/users/bob/inbox","context":"pixel-alice"}"#.utf8)
+        let refused = try await request("/datasync/v2/toto/subscriptions/alice", method: .POST, body: bobs)
+        let code = (try? JSONParser.parse(refused.body))?["error"]?.stringValue ?? "?"
+        say("   POST → \(refused.status)  \(pad("bob-inbox", 10)) \(pad("fcm", 8)) refused by the read rules (\(code)): alice may read her own subtree only")
+        if refused.status != 403 || code != "permission_denied" {
+            failures.append("alice could subscribe to bob's inbox (\(refused.status) \(code))")
         }
     }
 }
