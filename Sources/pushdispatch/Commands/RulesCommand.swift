@@ -20,6 +20,9 @@ struct RulesCheckCommand: AsyncParsableCommand {
             that file replaces the configured rules of --app (or of the only application). With --path (and --auth, \
             the rules' auth as JSON: {"uid": "u1", "token": {claims}}; default none): every .read rule evaluated on the \
             way to the path, as the Firebase rules simulator shows it. Reads the configured store, never writes it.
+
+            Exit status: 0 when no subscription would be revoked (with --path: the read is allowed), 1 when some \
+            would be (the read is denied), 2 when the configuration or the rules cannot be used.
             """
     )
 
@@ -50,19 +53,22 @@ struct RulesCheckCommand: AsyncParsableCommand {
             target = only
         }
         let now = SystemClock().now
+        let passed: Bool
         do {
             if let path {
-                try await simulate(configuration, app: target!, rules: replacing, path: path, now: now)
+                passed = try await simulate(configuration, app: target!, rules: replacing, path: path, now: now)
             } else {
-                try await audit(configuration, replacing: target.flatMap { app in replacing.map { [app: $0] } } ?? [:], now: now)
+                passed = try await audit(configuration, replacing: target.flatMap { app in replacing.map { [app: $0] } } ?? [:], now: now)
             }
         } catch let error as ConfigurationError {
             printError("pushdispatch: \(error)")
             throw ExitCode(2)
         }
+        if !passed { throw ExitCode(1) }
     }
 
-    func simulate(_ configuration: ServiceConfiguration, app: String, rules: ReadRules?, path text: String, now: Int64) async throws {
+    /// Prints the evaluation; whether the read is allowed.
+    func simulate(_ configuration: ServiceConfiguration, app: String, rules: ReadRules?, path text: String, now: Int64) async throws -> Bool {
         let path: Path
         do { path = try Path(text) } catch { throw ValidationError("--path: \(error)") }
         var authValue: JSON?
@@ -86,9 +92,11 @@ struct RulesCheckCommand: AsyncParsableCommand {
         if decision.trace.isEmpty { print("  no .read rule on the way to \(path)") }
         print("read \(path): \(decision.allowed ? "allowed" : "denied")\(decision.grantedBy.map { " by \($0)" } ?? "")")
         if !decision.reads.isEmpty { print("data read: " + decision.reads.map(\.string).joined(separator: ", ")) }
+        return decision.allowed
     }
 
-    func audit(_ configuration: ServiceConfiguration, replacing: [String: ReadRules], now: Int64) async throws {
+    /// Prints the audit; whether no subscription would be revoked.
+    func audit(_ configuration: ServiceConfiguration, replacing: [String: ReadRules], now: Int64) async throws -> Bool {
         let audits = try await RulesCheck.audit(configuration, replacing: replacing, now: now)
         if audits.isEmpty { print("no application has read rules: every authenticated client may read every node") }
         for audit in audits {
@@ -97,5 +105,6 @@ struct RulesCheckCommand: AsyncParsableCommand {
                 print("  \(revocation.id)  uid \(revocation.uid)  \(revocation.path)  (\(revocation.kind.rawValue))")
             }
         }
+        return audits.allSatisfy { $0.revoked.isEmpty }
     }
 }
