@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import Logging
+import PushCore
 import PushService
 import PushStore
 
@@ -44,6 +45,12 @@ struct BenchIngest: AsyncParsableCommand {
     @Option(help: "Records to ingest (puts of ~--value-bytes at random users' inboxes).") var records = 200_000
     @Option(help: "Approximate size of each written value.") var valueBytes = 1_000
     @Flag(help: "v2 payloads signed with HS256 instead of v1.") var v2 = false
+    @Flag(
+        help: """
+            Run twice on the same records, side by side: without rules, then under a membership rule \
+            (each inbox readable by the members listed at /members/{uid}; every 100th record rewrites a members list, keeping the user).
+            """)
+    var membershipRule = false
     @Option(help: "Also run the same records into this PostgreSQL database (a scratch one: application \"bench\" is written there and removed after): postgres://user@host:port/db.")
     var postgres: String?
 
@@ -59,12 +66,20 @@ struct BenchIngest: AsyncParsableCommand {
         let folder = try temporaryFolder("ingest")
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let setup = ContinuousClock.now
-        let store = try await IngestBenchmark.prepare(folder: folder, subscriptions: subscriptions, v2: v2)
-        let lines = IngestBenchmark.records(count: records, subscriptions: subscriptions, valueBytes: valueBytes)
+        let store = try await IngestBenchmark.prepare(folder: folder, subscriptions: subscriptions, v2: v2, members: membershipRule)
+        let lines = IngestBenchmark.records(
+            count: records, subscriptions: subscriptions, valueBytes: valueBytes, membershipEvery: membershipRule ? 100 : nil)
         try Data(lines.map { $0 + [UInt8(ascii: "\n")] }.joined()).write(to: URL(fileURLWithPath: folder + "/records.ndjson"))
         print("setup: \(subscriptions) subscriptions, \(records) records of ~\(valueBytes) bytes (\(ContinuousClock.now - setup))")
         let result = try await IngestBenchmark.run(store: store, folder: folder, lines: lines, logger: logger)
-        report("pushdispatch", result)
+        report(membershipRule ? "pushdispatch, no rules" : "pushdispatch", result)
+        if membershipRule {
+            let ruled = try await IngestBenchmark.prepare(folder: folder, subscriptions: subscriptions, v2: v2, members: true, name: "rules")
+            let rules = try ReadRules.parse(try JSONParser.parse(Array(IngestBenchmark.membershipRule.utf8)))
+            report("pushdispatch, membership rule", try await IngestBenchmark.run(store: ruled, folder: folder, lines: lines, rules: rules, logger: logger))
+            let left = try await ruled.subscriptions(app: "bench", after: 0, limit: subscriptions + 1).count
+            print("subscriptions left after the run under the rule: \(left) of \(subscriptions) (none may be revoked)")
+        }
         if let postgres {
             let store = try await IngestBenchmark.preparePostgres(url: postgres, subscriptions: subscriptions, v2: v2, logger: logger)
             defer { store.close() }
@@ -90,6 +105,9 @@ struct BenchIngest: AsyncParsableCommand {
                     "%@: %.0f records/s (%d records in %.2f s, %.1f MB/s of records; %@ payloads, outbox %d rows after coalescing; CPU %.2f s = %.1f µs per record, all threads of this process)",
                 name, result.recordsPerSecond, result.records, result.seconds, Double(result.lineBytes) / result.seconds / 1e6, v2 ? "v2 HS256" : "v1",
                 result.notifications, result.cpuSeconds, result.cpuSeconds / Double(max(1, result.records)) * 1e6))
+        if let evaluation = result.evaluationSeconds {
+            print(String(format: "  every subscription evaluated once against the loaded tree (the audit at start): %.1f ms", evaluation * 1000))
+        }
         fflush(nil)
     }
 }

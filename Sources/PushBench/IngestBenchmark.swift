@@ -18,18 +18,46 @@ enum IngestBenchmark {
         public var lineBytes: Int
         /// CPU time (user + system) the process used meanwhile, all threads.
         public var cpuSeconds: Double
+        /// Under rules: one evaluation of every subscription against the loaded tree (what the
+        /// audit at start evaluates), measured apart before the run.
+        public var evaluationSeconds: Double? = nil
         public var recordsPerSecond: Double { Double(records) / seconds }
     }
 
     /// `subscriptions` subscriptions at `/users/{uid}/inbox` (value, v1, or v2 signed with
     /// HS256 when `v2`), and `records` puts of ~`valueBytes` at random users' inboxes: each
     /// record changes one subscription's value.
-    public static func prepare(folder: String, subscriptions: Int, v2: Bool) async throws -> SQLiteStore {
-        let store = try SQLiteStore(path: folder + "/bench.db")
+    public static func prepare(folder: String, subscriptions: Int, v2: Bool, members: Bool = false, name: String = "bench") async throws -> SQLiteStore {
+        let store = try SQLiteStore(path: folder + "/\(name).db")
         for chunk in try Self.subscriptions(subscriptions, v2: v2).chunks(ofCount: 50_000) {
             try await store.insert(Array(chunk))
         }
+        if members { try await saveMembers(subscriptions, into: store) }
         return store
+    }
+
+    /// The membership rule of the `--membership-rule` runs (SPEC §12): a user's inbox is read
+    /// by the members listed at `/members/{uid}`, so every subscription's evaluation reads one
+    /// path of the tree and every write there evaluates again the subscription it concerns.
+    static let membershipRule = """
+        {"rules": {"users": {"$uid": {".read": "root.child('members').child($uid).child(auth.uid).val() == true"}}}}
+        """
+
+    /// Each user a member of their own inbox's list: a snapshot `{"members": {"user{i}": {"user{i}": true}}}`
+    /// in the store, loaded as the service loads it at start.
+    static func saveMembers(_ count: Int, into store: any IngestStore) async throws {
+        var writer = JSONWriter(capacity: count * 40)
+        writer.raw("{\"members\":{")
+        // Keys in the tree's order (UTF-8 bytes), as a snapshot holds them.
+        for (position, index) in (0..<count).sorted(by: { "user\($0)".utf8.lexicographicallyPrecedes("user\($1)".utf8) }).enumerated() {
+            if position > 0 { writer.raw(",") }
+            writer.raw(Array(#""user\#(index)":{"user\#(index)":true}"#.utf8))
+        }
+        writer.raw("}}")
+        var batch = CommitBatch(now: 0)
+        batch.journal["bench"] = Array("{\"seq\":0,\"app\":\"bench\",\"op\":\"put\",\"path\":\"/\",\"data\":null}\n".utf8)
+        let first = try await store.commit(batch).journalIDs["bench"]!
+        try await store.saveSnapshot(app: "bench", tree: writer.bytes, through: first)
     }
 
     /// The same subscriptions in a PostgreSQL database, which must hold none of application
@@ -63,7 +91,10 @@ enum IngestBenchmark {
     }
 
     /// The record lines of the run (also written to `folder/records.ndjson` for the reference).
-    public static func records(count: Int, subscriptions: Int, valueBytes: Int) -> [[UInt8]] {
+    /// With `membershipEvery` n, every n-th record rewrites a user's members list instead (the
+    /// user stays in it, a guest joins): under the membership rule, each evaluates that user's
+    /// subscription again.
+    public static func records(count: Int, subscriptions: Int, valueBytes: Int, membershipEvery: Int? = nil) -> [[UInt8]] {
         var state: UInt64 = 42
         func next() -> UInt64 {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
@@ -72,6 +103,12 @@ enum IngestBenchmark {
         let filler = String(repeating: "a", count: max(0, valueBytes - 120))
         return (0..<count).map { seq in
             let user = Int(next() % UInt64(max(1, subscriptions)))
+            if let membershipEvery, (seq + 1) % membershipEvery == 0 {
+                // The whole list rewritten (the user stays, a guest joins): a write above the
+                // path the subscription's evaluation read, so it is evaluated again.
+                return Array(
+                    #"{"seq":\#(seq + 1),"app":"bench","op":"put","path":"/members/user\#(user)","data":{"guest\#(seq)":true,"user\#(user)":true}}"#.utf8)
+            }
             let line =
                 #"{"seq":\#(seq + 1),"app":"bench","op":"put","path":"/users/user\#(user)/inbox","data":{"from":"user\#(next() % 1000)","#
                 + #""at":\#(1_700_000_000_000 + seq),"read":false,"text":"\#(filler)","n":\#(next() % 100_000)}}"#
@@ -80,7 +117,25 @@ enum IngestBenchmark {
     }
 
     /// Runs `lines` through the pipeline into `store`; `folder` takes the dead-letter file.
-    public static func run(store: any SubscriptionStore & IngestStore, folder: String, lines: [[UInt8]], logger: Logger) async throws -> Result {
+    /// `rules`: the application's read rules (SPEC §12), evaluated as the service does.
+    public static func run(store: any SubscriptionStore & IngestStore, folder: String, lines: [[UInt8]], rules: ReadRules? = nil, logger: Logger)
+        async throws -> Result
+    {
+        let loaded = try await TreeLoader.load(from: store, logger: logger)
+        var evaluationSeconds: Double?
+        if let rules {
+            let subscriptions = try await store.subscriptions(app: "bench", after: 0, limit: Int.max)
+            let tree = loaded.processor.trees["bench"] ?? DataTree()
+            let start = ContinuousClock.now
+            var allowed = 0
+            for subscription in subscriptions {
+                let auth = ReadRules.auth(uid: subscription.uid, claims: subscription.auth)
+                if rules.evaluate(path: subscription.path, auth: auth, tree: tree, now: 0).allowed { allowed += 1 }
+            }
+            let elapsed = ContinuousClock.now - start
+            evaluationSeconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+            precondition(allowed == subscriptions.count, "the membership rule denies \(subscriptions.count - allowed) subscriptions")
+        }
         let registry = SubscriptionRegistry(store: store, logger: logger)
         try await registry.load()
         let serviceKey = ServiceKey.generate()
@@ -89,7 +144,8 @@ enum IngestBenchmark {
         let sealers = SubscriptionSealers(
             applications: ["bench": .init(keys: keys, signer: try JWSSigner(key: hs256))], fallback: .init(keys: keys, signer: try JWSSigner(key: serviceKey)))
         let queue = IngestQueue()
-        let engine = RecordEngine(settings: [:], sealers: sealers, registry: registry, logger: logger)
+        let settings = rules.map { ["bench": PipelineSettings(maxWeight: PipelineSettings.standard.maxWeight, rules: $0)] } ?? [:]
+        let engine = RecordEngine(trees: loaded, settings: settings, sealers: sealers, registry: registry, logger: logger)
         let writer = BatchWriter(
             deadLetters: DeadLetterFile(path: folder + "/dead.ndjson"), counters: IngestCounters(), index: registry, outbox: NoOutbox(), logger: logger)
         let ingestor = Ingestor(queue: queue, store: store, checker: LineChecker(), engine: engine, writer: writer, clock: SystemClock(), logger: logger)
@@ -109,7 +165,7 @@ enum IngestBenchmark {
         let cpu = processCPUSeconds() - cpuBefore
         let notifications = try await store.outboxDepth().count
         return Result(records: lines.count, notifications: notifications, seconds: seconds, lineBytes: lines.reduce(0) { $0 + $1.count },
-            cpuSeconds: cpu)
+            cpuSeconds: cpu, evaluationSeconds: evaluationSeconds)
     }
 }
 
