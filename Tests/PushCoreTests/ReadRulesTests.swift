@@ -165,6 +165,23 @@ struct ReadRulesTests {
         #expect(rules.evaluate(path: try Path("/a"), auth: nil, tree: DataTree(), now: 0).allowed)
     }
 
+    @Test("a refusal deep in rules with long keys names its place in a few hundred bytes, its start and its end")
+    func longLocation() throws {
+        let key = String(repeating: "k", count: 700) + "é"
+        var rules = #"{".read":"matches(1)"}"#
+        for _ in 0..<60 { rules = "{\"\(key)\":\(rules)}" }
+        do {
+            _ = try Self.rules(#"{"rules":\#(rules)}"#)
+            Issue.record("accepted")
+        } catch {
+            let text = String(describing: error)
+            #expect(text.utf8.count < 400, "\(text.utf8.count) bytes")
+            #expect(text.hasPrefix("rules/kkkk"))
+            #expect(text.contains("é/.read"))
+            #expect(text.contains("bytes)…"))
+        }
+    }
+
     /// `json` with the text of each `.read` expression damaged (bytes flipped, cut, spliced).
     static func damagingExpressions(_ json: JSON, _ mutator: inout Mutator) -> JSON {
         guard case .object(let object) = json else { return json }
