@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PushCore
 import PushStore
 @testable import PushService
@@ -62,12 +63,80 @@ struct ReadRulesServiceTests {
         await service.shutdown()
     }
 
-    @Test("a member subscribes to her room; removing her from the members revokes her subscription, and nothing of the room reaches her after")
-    func membership() async throws {
-        let service = try ServiceHarness(ingest: true, rules: Self.rules)
-        try await service.start()
-        try append([#"{"seq":1,"app":"toto","op":"put","path":"/","data":{"members":{"r1":{"alice":true,"bob":true}},"rooms":{"r1":{"title":"Lunch"}}}}"#], to: service)
-        #expect(try await eventually { try await consumed(service, seq: 1) })
+    /// Where the membership test runs: the store, and how many instances share it.
+    enum Deployment: String, CustomTestStringConvertible, CaseIterable {
+        case sqlite, postgresSingle, postgresShared
+        var testDescription: String {
+            switch self {
+            case .sqlite: "SQLite"
+            case .postgresSingle: "PostgreSQL, a single instance"
+            case .postgresShared: "PostgreSQL, two shared instances (records into one, the API on the other)"
+            }
+        }
+        /// The PostgreSQL deployments are left out where no PostgreSQL server can run.
+        static var available: [Deployment] { PostgresTestServer.enabled ? allCases : [.sqlite] }
+    }
+
+    /// The running services of a deployment: `records` reads the queue file, `api` answers
+    /// the REST requests (two instances when shared), `store` reads what they committed.
+    struct Running {
+        let records: ServiceHarness
+        let api: ServiceHarness
+        let store: any IngestStore
+        let cluster: (any ClusterStore)?
+        let instance: String?
+
+        /// Whether every record up to `seq` is processed (not only taken in).
+        func processed(seq: Int64) async throws -> Bool {
+            let source = instance.map { "\($0)/queue-file" } ?? "queue-file"
+            guard try await store.checkpoints().first(where: { $0.source == source })?.lastSeq == seq else { return false }
+            return try await cluster?.inboxDepth() ?? 0 == 0
+        }
+
+        func outbox() async throws -> [(String, String)] {
+            try await store.notifications(limit: 1000).map { ($0.entry.target ?? "", String(decoding: $0.entry.payload, as: UTF8.self)) }
+        }
+
+        func shutdown() async {
+            if api !== records { await api.shutdown() }
+            await records.shutdown()
+            (store as? PostgresStore)?.close()
+        }
+    }
+
+    func start(_ deployment: Deployment) async throws -> Running {
+        switch deployment {
+        case .sqlite:
+            let service = try ServiceHarness(ingest: true, rules: Self.rules)
+            try await service.start()
+            return Running(
+                records: service, api: service, store: try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path), cluster: nil,
+                instance: nil)
+        case .postgresSingle:
+            let url = try PostgresTestServer.shared.get().createDatabase()
+            let service = try ServiceHarness(ingest: true, store: "{postgres: \"\(url)\"}", instance: "{mode: single, name: node-1}", rules: Self.rules)
+            try await service.start()
+            let store = try await PostgresStore.open(url: url, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            return Running(records: service, api: service, store: store, cluster: nil, instance: "node-1")
+        case .postgresShared:
+            let url = try PostgresTestServer.shared.get().createDatabase()
+            let first = try ServiceHarness(ingest: true, store: "{postgres: \"\(url)\"}", instance: "{mode: shared, name: node-a}", rules: Self.rules)
+            try await first.start()
+            let second = try ServiceHarness(store: "{postgres: \"\(url)\"}", instance: "{mode: shared, name: node-b}", rules: Self.rules)
+            try await second.start()
+            let store = try await PostgresStore.open(url: url, logger: Logger(label: "test", factory: { _ in SwiftLogNoOpLogHandler() }))
+            return Running(records: first, api: second, store: store, cluster: store, instance: "node-a")
+        }
+    }
+
+    @Test(
+        "a member subscribes to her room; removing her from the members revokes her subscription, and nothing of the room reaches her after",
+        arguments: Deployment.available)
+    func membership(_ deployment: Deployment) async throws {
+        let running = try await start(deployment)
+        let service = running.api
+        try append([#"{"seq":1,"app":"toto","op":"put","path":"/","data":{"members":{"r1":{"alice":true,"bob":true}},"rooms":{"r1":{"title":"Lunch"}}}}"#], to: running.records)
+        #expect(try await eventually { try await running.processed(seq: 1) })
         let alice = try service.token(subject: "alice")
         let bob = try service.token(subject: "bob")
         let carol = try service.token(subject: "carol")
@@ -77,16 +146,18 @@ struct ReadRulesServiceTests {
         try append([
             #"{"seq":2,"app":"toto","op":"put","path":"/members/r1/alice","data":null}"#,
             #"{"seq":3,"app":"toto","op":"put","path":"/rooms/r1/title","data":"Secret plans"}"#,
-        ], to: service)
-        #expect(try await eventually { try await consumed(service, seq: 3) })
-        let sent = try await outbox(service)
+        ], to: running.records)
+        #expect(try await eventually { try await running.processed(seq: 3) })
+        let sent = try await running.outbox()
         let toAlice = sent.filter { $0.0 == "fcm-alice" }.map(\.1)
         #expect(toAlice == [#"{"t":"revoke","r":"permission_denied","app":"toto","sp":"/rooms/r1"}"#])
         #expect(sent.filter { $0.0 == "fcm-bob" }.map(\.1) == [#"{"s":"OK","t":"value","app":"toto","sp":"/rooms/r1","d":"{\"title\":\"Secret plans\"}"}"#])
-        // Her subscription is gone; her refresh and her new subscription are refused.
+        // Her subscription is gone; her new subscription is refused. (An instance that does not
+        // hold the application reads its tree from the store at most once a second.)
+        service.clock.advance(by: .seconds(2))
         #expect(try await service.send(.GET, Self.collection + "alice", token: alice).json?.arrayValue?.isEmpty == true)
         #expect(try await service.send(.POST, Self.collection + "alice", body: Self.document("/rooms/r1", "fcm-alice"), token: alice).status == 403)
-        await service.shutdown()
+        await running.shutdown()
     }
 
     @Test("rules changed between two runs: the subscriptions they no longer allow are revoked at start")
