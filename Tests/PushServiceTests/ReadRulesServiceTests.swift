@@ -41,11 +41,6 @@ struct ReadRulesServiceTests {
         return false
     }
 
-    func consumed(_ service: ServiceHarness, seq: Int64) async throws -> Bool {
-        let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
-        return try await store.checkpoints().first { $0.source == "queue-file" }?.lastSeq == seq
-    }
-
     @Test("alice cannot subscribe to bob's node (403 permission_denied), can to her own, and a refresh is checked too")
     func ownSubtree() async throws {
         let service = try ServiceHarness(rules: Self.rules)
