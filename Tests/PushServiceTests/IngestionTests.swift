@@ -17,22 +17,6 @@ struct IngestionTests {
     static let subscription = #"{"kind":"mobile","mode":"value","path":"/users/alice","context":"fcm-alice","format":"v1"}"#
     static let childSubscription = #"{"kind":"mobile","mode":"childEvent","path":"/users","context":"fcm-all","format":"v1"}"#
 
-    func append(_ lines: [String], to service: ServiceHarness) throws {
-        let url = service.queueFile
-        if !FileManager.default.fileExists(atPath: url.path) { #expect(FileManager.default.createFile(atPath: url.path, contents: nil)) }
-        let handle = try FileHandle(forWritingTo: url)
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
-        try handle.close()
-    }
-
-    func append(bytes: [UInt8], to service: ServiceHarness) throws {
-        let handle = try FileHandle(forWritingTo: service.queueFile)
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(bytes))
-        try handle.close()
-    }
-
     /// The notifications queued, as (record seq, payload text).
     func queued(_ service: ServiceHarness) async throws -> [(Int64?, String)] {
         let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
@@ -66,15 +50,15 @@ struct IngestionTests {
         let service = try ServiceHarness(ingest: true)
         try await service.start()
         try await subscribe(service, [Self.subscription, Self.childSubscription])
-        try append([
+        try service.appendToQueueFile([
             #"{"seq":1,"app":"toto","op":"put","path":"/users/alice","data":{"name":"Alice"}}"#,
             #"{"seq":2,"app":"toto","op":"patch","path":"/users","data":{"bob/name":"Bob","alice/age":30}}"#,
-        ], to: service)
+        ])
         #expect(try await eventually { try await queued(service).count == 3 })
         await service.stop()
 
         // The restart reads only what is new, against the trees as they were.
-        try append([#"{"seq":3,"app":"toto","op":"put","path":"/users/bob","data":null}"#], to: service)
+        try service.appendToQueueFile([#"{"seq":3,"app":"toto","op":"put","path":"/users/bob","data":null}"#])
         try await service.start()
         #expect(try await eventually { try await queued(service).count == 4 })
         let rows = try await queued(service)
@@ -122,9 +106,9 @@ struct IngestionTests {
         }
         lines.append(#"{"seq":\#(seq),"app":"toto","op":"put","path":"/users/again","data":1}"#)  // repeats the last seq
         lines.append(#"{"seq":5,"app":"toto","op":"put","path":"/users/back","data":1}"#)  // goes back
-        try append(lines, to: service)
-        try append(bytes: Array(#"{"seq":99,"app":"toto","op":"put","path":"/x","data":""#.utf8) + [0xC3, 0x28] + Array("\"}\n".utf8), to: service)
-        try append([#"{"seq":100,"app":"toto","op":"put","path":"/users/last","data":1}"#], to: service)
+        try service.appendToQueueFile(lines)
+        try service.appendToQueueFile(bytes: Array(#"{"seq":99,"app":"toto","op":"put","path":"/x","data":""#.utf8) + [0xC3, 0x28] + Array("\"}\n".utf8))
+        try service.appendToQueueFile([#"{"seq":100,"app":"toto","op":"put","path":"/users/last","data":1}"#])
         #expect(try await eventually { try await queued(service).count == bad.count + 1 })
         let letters = deadLetters(service)
         #expect(letters.count == bad.count + 3)
@@ -180,7 +164,7 @@ struct IngestionTests {
         for seq in 1...40 {
             lines.append(#"{"seq":\#(seq),"app":"toto","op":"put","path":"/users/u\#(seq)","data":{"n":\#(seq)}}"#)
         }
-        try append(lines, to: service)
+        try service.appendToQueueFile(lines)
         #expect(try await eventually { try await queued(service).count == 40 })
         let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
         #expect(try await eventually { try await store.tree(app: "toto").snapshot != nil })
@@ -188,7 +172,7 @@ struct IngestionTests {
         let stored = try await store.tree(app: "toto")
         #expect(stored.snapshot != nil && stored.journal.count < 40)
         try await service.start()
-        try append([#"{"seq":41,"app":"toto","op":"put","path":"/users/u40","data":{"n":40,"m":1}}"#], to: service)
+        try service.appendToQueueFile([#"{"seq":41,"app":"toto","op":"put","path":"/users/u40","data":{"n":40,"m":1}}"#])
         #expect(try await eventually { try await queued(service).count == 41 })
         #expect(try await queued(service).last?.1 == #"{"s":"OK","t":"childEvent","app":"toto","sp":"/users","added":"{}","removed":"[]","changed":"{\"u40\":{\"m\":1,\"n\":40}}"}"#)
         await service.shutdown()

@@ -18,15 +18,6 @@ struct ReadRulesServiceTests {
         #"{"kind":"mobile","mode":"value","path":"\#(path)","context":"\#(token)","format":"v1"}"#
     }
 
-    func append(_ lines: [String], to service: ServiceHarness) throws {
-        let url = service.queueFile
-        if !FileManager.default.fileExists(atPath: url.path) { #expect(FileManager.default.createFile(atPath: url.path, contents: nil)) }
-        let handle = try FileHandle(forWritingTo: url)
-        try handle.seekToEnd()
-        try handle.write(contentsOf: Data(lines.map { $0 + "\n" }.joined().utf8))
-        try handle.close()
-    }
-
     /// The outbox as (device token, payload).
     func outbox(_ service: ServiceHarness) async throws -> [(String, String)] {
         let store = try SQLiteStore(path: service.folder.appendingPathComponent("store.db").path)
@@ -130,7 +121,7 @@ struct ReadRulesServiceTests {
     func membership(_ deployment: Deployment) async throws {
         let running = try await start(deployment)
         let service = running.api
-        try append([#"{"seq":1,"app":"toto","op":"put","path":"/","data":{"members":{"r1":{"alice":true,"bob":true}},"rooms":{"r1":{"title":"Lunch"}}}}"#], to: running.records)
+        try running.records.appendToQueueFile([#"{"seq":1,"app":"toto","op":"put","path":"/","data":{"members":{"r1":{"alice":true,"bob":true}},"rooms":{"r1":{"title":"Lunch"}}}}"#])
         #expect(try await eventually { try await running.processed(seq: 1) })
         let alice = try service.token(subject: "alice")
         let bob = try service.token(subject: "bob")
@@ -138,10 +129,10 @@ struct ReadRulesServiceTests {
         #expect(try await service.send(.POST, Self.collection + "alice", body: Self.document("/rooms/r1", "fcm-alice"), token: alice).status == 201)
         #expect(try await service.send(.POST, Self.collection + "bob", body: Self.document("/rooms/r1", "fcm-bob"), token: bob).status == 201)
         #expect(try await service.send(.POST, Self.collection + "carol", body: Self.document("/rooms/r1", "fcm-carol"), token: carol).status == 403)
-        try append([
+        try running.records.appendToQueueFile([
             #"{"seq":2,"app":"toto","op":"put","path":"/members/r1/alice","data":null}"#,
             #"{"seq":3,"app":"toto","op":"put","path":"/rooms/r1/title","data":"Secret plans"}"#,
-        ], to: running.records)
+        ])
         #expect(try await eventually { try await running.processed(seq: 3) })
         let sent = try await running.outbox()
         let toAlice = sent.filter { $0.0 == "fcm-alice" }.map(\.1)

@@ -78,6 +78,24 @@ final class ServiceHarness: Sendable {
         client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     }
 
+    /// Appends record lines to the queue file (creating it), as the database would.
+    func appendToQueueFile(_ lines: [String]) throws {
+        try appendToQueueFile(bytes: Array(lines.map { $0 + "\n" }.joined().utf8))
+    }
+
+    /// Appends raw bytes to the queue file (creating it).
+    func appendToQueueFile(bytes: [UInt8]) throws {
+        if !FileManager.default.fileExists(atPath: queueFile.path) {
+            guard FileManager.default.createFile(atPath: queueFile.path, contents: nil) else {
+                throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: queueFile.path])
+            }
+        }
+        let handle = try FileHandle(forWritingTo: queueFile)
+        try handle.seekToEnd()
+        try handle.write(contentsOf: Data(bytes))
+        try handle.close()
+    }
+
     /// Replaces toto's read rules in the configuration (the next start reads them).
     func setRules(_ rules: String) throws {
         let url = folder.appendingPathComponent("pushdispatch.yaml")
