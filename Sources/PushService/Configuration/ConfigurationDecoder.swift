@@ -210,33 +210,19 @@ struct ConfigurationDecoder {
     /// `apps.<id>.rules`: a rules file, or the rules document inline (SPEC §12).
     func rules(_ section: Section, report: ProblemReport) -> ConfiguredRules? {
         guard let value = section.value("rules") else { return nil }
-        let document: JSON
-        let source: String
-        switch value {
-        case .string:
-            guard let file = section.path("rules", mustExist: true) else { return nil }
-            guard let data = FileManager.default.contents(atPath: file), data.count <= ConfiguredRules.maxFileBytes else {
-                report.add("\(section.label("rules")): the rules file \(quotedString(file)) cannot be read or is larger than 1 MiB")
-                return nil
-            }
-            do {
-                document = try JSONParser.parse([UInt8](data))
-            } catch {
-                report.add("\(section.label("rules")): the rules file \(quotedString(file)) is not JSON: \(error)")
-                return nil
-            }
-            source = file
-        case .object:
-            document = value
-            source = "inline"
-        default:
-            report.add("\(section.label("rules")): expected a rules file path or the rules object {\"rules\": {…}}, got \(value.typeName)")
-            return nil
-        }
         do {
-            return ConfiguredRules(source: source, document: document, rules: try ReadRules.parse(document))
+            switch value {
+            case .string:
+                guard let file = section.path("rules", mustExist: true) else { return nil }
+                return try ConfiguredRules.load(file: file)
+            case .object:
+                return try ConfiguredRules.parse(value, source: "inline")
+            default:
+                report.add("\(section.label("rules")): expected a rules file path or the rules object {\"rules\": {…}}, got \(value.typeName)")
+                return nil
+            }
         } catch {
-            report.add("\(section.label("rules"))\(source == "inline" ? "" : " (\(source))"): \(error)")
+            report.add(error.described(at: section.label("rules")))
             return nil
         }
     }

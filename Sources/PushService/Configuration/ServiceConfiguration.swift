@@ -202,6 +202,43 @@ public struct ConfiguredRules: Sendable, Equatable {
     }
 }
 
+/// Rules that cannot be used. `source` is the file a faulty rule is in; ``described(at:)``
+/// puts the key or option first (`apps.toto.rules (./rules.json): rules/a/.read, column 3: …`).
+public struct RulesProblem: Error, Sendable {
+    public var source: String?
+    public var message: String
+
+    public func described(at subject: String) -> String {
+        source.map { "\(subject) (\($0)): \(message)" } ?? "\(subject): \(message)"
+    }
+}
+
+extension ConfiguredRules {
+    /// The rules document `document`, from `source` (a file, or `inline`).
+    static func parse(_ document: JSON, source: String) throws(RulesProblem) -> ConfiguredRules {
+        do {
+            return ConfiguredRules(source: source, document: document, rules: try ReadRules.parse(document))
+        } catch {
+            throw RulesProblem(source: source == "inline" ? nil : source, message: error.description)
+        }
+    }
+
+    /// Reads and parses a rules file (JSON, at most ``maxFileBytes``): what `run`, `config
+    /// check` and `rules check --rules` read.
+    public static func load(file: String) throws(RulesProblem) -> ConfiguredRules {
+        guard let data = FileManager.default.contents(atPath: file), data.count <= maxFileBytes else {
+            throw RulesProblem(message: "the rules file \(quotedString(file)) cannot be read or is larger than 1 MiB")
+        }
+        let document: JSON
+        do {
+            document = try JSONParser.parse([UInt8](data))
+        } catch {
+            throw RulesProblem(message: "the rules file \(quotedString(file)) is not JSON: \(error)")
+        }
+        return try parse(document, source: file)
+    }
+}
+
 extension ServiceConfiguration {
     /// What the operator should know but that does not stop the service: applications without
     /// read rules.

@@ -24,24 +24,6 @@ public enum RulesCheck {
         public var revoked: [Revocation] = []
     }
 
-    /// Reads a rules file (JSON, at most 1 MiB).
-    public static func loadRules(_ file: String) throws -> ReadRules {
-        guard let data = FileManager.default.contents(atPath: file), data.count <= ConfiguredRules.maxFileBytes else {
-            throw ConfigurationError("\(file): cannot be read, or is larger than 1 MiB")
-        }
-        let document: JSON
-        do {
-            document = try JSONParser.parse([UInt8](data))
-        } catch {
-            throw ConfigurationError("\(file) is not JSON: \(error)")
-        }
-        do {
-            return try ReadRules.parse(document)
-        } catch {
-            throw ConfigurationError("\(file): \(error)")
-        }
-    }
-
     /// Evaluates every subscription of the applications with rules (the configured ones, or
     /// `replacing` them) against the stored data, as a start of the service would.
     public static func audit(_ configuration: ServiceConfiguration, replacing: [String: ReadRules] = [:], now: Int64) async throws -> [Audit] {

@@ -40,9 +40,9 @@ struct RulesCheckCommand: AsyncParsableCommand {
         let configuration = try loadConfiguration(config, purpose: .replay)
         let replacing: ReadRules?
         do {
-            replacing = try rules.map(RulesCheck.loadRules)
-        } catch let error as ConfigurationError {
-            printError("pushdispatch: \(error)")
+            replacing = try rules.map { file throws(RulesProblem) in try ConfiguredRules.load(file: file).rules }
+        } catch {
+            printError("pushdispatch: \(error.described(at: "--rules"))")
             throw ExitCode(2)
         }
         var target = app
