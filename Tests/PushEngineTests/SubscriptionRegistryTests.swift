@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 import PushCore
 import PushJOSE
@@ -58,6 +59,40 @@ struct SubscriptionRegistryTests {
         try await registry.sync()
         #expect(registry.count == 0)
         #expect(matches(registry, "/a/b").isEmpty)
+    }
+
+    /// Counts its wake-ups.
+    final class Alarm: Wakeable {
+        let rings = Mutex(0)
+        func wake() { rings.withLock { $0 += 1 } }
+    }
+
+    @Test("new and changed subscriptions wait for their admission only in applications whose rules read data, and wake the engine")
+    func admissions() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let store = try SQLiteStore(path: folder.appendingPathComponent("store.db").path)
+        let alarm = Alarm()
+        let registry = SubscriptionRegistry(store: store, admitting: ["toto"], admissionsWaiting: alarm, logger: Logger(label: "test"))
+        try await registry.load()
+        guard case .created(let created) = try await store.save(subscription("/a"), allowUpdate: false) else {
+            Issue.record("not created")
+            return
+        }
+        var elsewhere = subscription("/a")
+        elsewhere.tuple.app = "other"
+        elsewhere.id = SubscriptionID.derive(elsewhere.tuple)
+        _ = try await store.save(elsewhere, allowUpdate: false)
+        try await registry.sync()
+        #expect(registry.takeAdmissions() == [created.handle!: "toto"])
+        #expect(alarm.rings.withLock { $0 } == 1)
+        #expect(registry.takeAdmissions().isEmpty)
+        // Only the other application changes: nothing waits, nobody is woken.
+        elsewhere.expiresAt += 1
+        _ = try await store.save(elsewhere, allowUpdate: true)
+        try await registry.sync()
+        #expect(registry.takeAdmissions().isEmpty)
+        #expect(alarm.rings.withLock { $0 } == 1)
     }
 
     @Test("an index behind a prune of the change log reloads from the table instead of missing changes")

@@ -40,9 +40,15 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
 
     /// Told when subscriptions wait for their admission (the record engine's queue).
     let admissionsWaiting: (any Wakeable)?
+    /// The applications whose rules read data: only their new and changed subscriptions wait
+    /// for an admission (the others' answer cannot depend on the tree).
+    let admitting: Set<String>
 
-    public init(store: any SubscriptionStore, admissionsWaiting: (any Wakeable)? = nil, logger: Logger) {
+    /// - Parameters:
+    ///   - admitting: the applications whose read rules read data (SPEC §12.5).
+    public init(store: any SubscriptionStore, admitting: Set<String> = [], admissionsWaiting: (any Wakeable)? = nil, logger: Logger) {
         self.store = store
+        self.admitting = admitting
         self.admissionsWaiting = admissionsWaiting
         self.logger = logger
         // Only the latest nudge matters: a sync applies everything committed before it.
@@ -121,14 +127,14 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
             let after = state.withLock { $0.applied }
             let changes = try await store.changes(after: after, limit: 1_000)
             guard !changes.isEmpty else { return }
-            let admitting = state.withLock { state -> Bool in
+            let waiting = state.withLock { state -> Bool in
                 for change in changes where change.sequence > state.applied {
                     switch change.operation {
                     case .insert, .update:
                         state.index.insert(app: change.app, path: change.path, entry: .init(handle: change.handle, mode: change.mode))
                         // New, or new claims: evaluated again before records reach it.
                         state.access.forget(change.handle)
-                        state.admissions[change.handle] = change.app
+                        if admitting.contains(change.app) { state.admissions[change.handle] = change.app }
                     case .delete:
                         state.index.remove(app: change.app, path: change.path, handle: change.handle)
                         state.access.forget(change.handle)
@@ -139,7 +145,7 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
                 }
                 return !state.admissions.isEmpty
             }
-            if admitting { admissionsWaiting?.wake() }
+            if waiting { admissionsWaiting?.wake() }
         }
     }
 

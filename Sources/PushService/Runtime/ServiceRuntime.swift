@@ -66,7 +66,8 @@ public struct ServiceRuntime: Sendable {
         // Subscriptions created or changed wake the record engine (their read access is checked
         // before records reach them).
         let queue = IngestQueue()
-        let registry = SubscriptionRegistry(store: store, admissionsWaiting: queue, logger: logger)
+        let readingData = Set(applications.filter { $0.value.settings.rules?.readsData == true }.keys)
+        let registry = SubscriptionRegistry(store: store, admitting: readingData, admissionsWaiting: queue, logger: logger)
         try await registry.load()
         logger.info("subscriptions loaded", metadata: ["count": "\(registry.count)", "store": "\(store.location)"])
         try await LegacyRevocations.requeue(store: store, sealers: sealers, now: clock.now, logger: logger)
@@ -81,12 +82,11 @@ public struct ServiceRuntime: Sendable {
                 notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries, logger: logger)
             let stored = try await store.checkpoints()
             let trees = deployment.treeView(clock: clock)
-            let readsData = applications.values.contains { $0.settings.rules?.readsData == true }
             let parts = ServiceParts(
                 configuration: configuration, applications: applications, registry: registry, sealers: sealers, queue: queue,
                 checkpoints: Dictionary(stored.map { ($0.source, $0) }, uniquingKeysWith: { $1 }),
                 deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), counters: ingestCounters, delivery: dispatcher,
-                address: AdvertisedAddress(configuration.http.advertised), view: readsData ? trees : nil, clock: clock, tuning: tuning,
+                address: AdvertisedAddress(configuration.http.advertised), view: readingData.isEmpty ? nil : trees, clock: clock, tuning: tuning,
                 logger: logger)
 
             // What differs: how records are processed.
