@@ -23,10 +23,23 @@ extension RecordEngine {
         evaluate(subscriptions, into: &prepared, now: now)
     }
 
-    /// Every subscription of `app` after `handle`, a page at a time: evaluated against the
-    /// application's tree; returns the revocations to commit and where the next page starts
-    /// (`nil` after the last). Applications without configured rules have nothing to audit.
-    public mutating func audit(app: String, after handle: Int64, store: any SubscriptionStore, now: Int64) async throws
+    /// Every subscription of `app` evaluated against the application's tree, a page of
+    /// ``auditPage`` at a time; `commit` receives each page's revocations (a page with none is
+    /// not handed over). Applications without configured rules have nothing to audit.
+    public mutating func audit(
+        app: String, store: any SubscriptionStore, now: Int64, commit: (PreparedBatch) async throws -> Void
+    ) async throws {
+        var next: Int64? = 0
+        while let after = next {
+            let (prepared, following) = try await audit(app: app, after: after, store: store, now: now)
+            if !prepared.batch.isEmpty { try await commit(prepared) }
+            next = following
+        }
+    }
+
+    /// One page of ``audit(app:store:now:commit:)``: the subscriptions after `handle`; the
+    /// revocations to commit and where the next page starts (`nil` after the last).
+    mutating func audit(app: String, after handle: Int64, store: any SubscriptionStore, now: Int64) async throws
         -> (PreparedBatch, next: Int64?)
     {
         var prepared = PreparedBatch(batch: CommitBatch(now: now), intake: CheckedLines())

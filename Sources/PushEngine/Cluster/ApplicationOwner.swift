@@ -96,14 +96,9 @@ public struct ApplicationOwner: Service {
     /// Every subscription of `app` evaluated against the tree just loaded (SPEC §12.5): the
     /// denied revoked, under the lease.
     func audit(_ app: String, token: Int64, _ engine: inout RecordEngine) async throws {
-        var next: Int64? = 0
-        while let after = next {
-            let (prepared, following) = try await engine.audit(app: app, after: after, store: store, now: clock.now)
-            if !prepared.batch.isEmpty {
-                let fence = LeaseFence(app: app, token: token, holder: leases.instance, consumed: [])
-                _ = try await writer.commit(prepared, { try await store.commit($0, fence: fence) })
-            }
-            next = following
+        let fence = LeaseFence(app: app, token: token, holder: leases.instance, consumed: [])
+        try await engine.audit(app: app, store: store, now: clock.now) { prepared in
+            _ = try await writer.commit(prepared, { try await store.commit($0, fence: fence) })
         }
     }
 

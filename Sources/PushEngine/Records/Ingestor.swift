@@ -78,11 +78,8 @@ public struct Ingestor: Service {
     func consume(snapshots: AsyncStream<SnapshotRequest>.Continuation) async throws {
         var engine = self.engine
         for app in engine.auditedApplications {
-            var next: Int64? = 0
-            while let after = next {
-                let (prepared, following) = try await engine.audit(app: app, after: after, store: store, now: clock.now)
-                if !prepared.batch.isEmpty { _ = try await writer.commit(prepared, { try await store.commit($0) }) }
-                next = following
+            try await engine.audit(app: app, store: store, now: clock.now) { prepared in
+                _ = try await writer.commit(prepared, { try await store.commit($0) })
             }
         }
         try await withThrowingTaskGroup(of: Void.self) { commits in
