@@ -65,6 +65,12 @@ public struct Subscription: Sendable, Equatable {
     /// Longest claims a subscription keeps, compact JSON bytes.
     public static let maxAuthBytes = 4_096
 
+    /// Whether `claims` can be kept as ``auth``: an object of at most ``maxAuthBytes``.
+    public static func claimsFit(_ claims: JSON) -> Bool {
+        guard case .object = claims else { return false }
+        return claims.description.utf8.count <= maxAuthBytes
+    }
+
     public init(
         id: String, tuple: SubscriptionTuple, mode: Mode, format: PayloadFormat, encryption: EncryptionSpec?,
         createdAt: Int64, expiresAt: Int64, handle: Int64? = nil, auth: JSON? = nil

@@ -122,7 +122,7 @@ public struct ReplaySession {
                 throw RequestError("auth.uid differs from the document's uid")
             }
             if let token = members[Key("token")] {
-                guard case .object = token, token.description.utf8.count <= Subscription.maxAuthBytes else {
+                guard Subscription.claimsFit(token) else {
                     throw RequestError("auth.token: expected the claims object, at most \(Subscription.maxAuthBytes) bytes")
                 }
                 claims = token

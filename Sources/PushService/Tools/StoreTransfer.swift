@@ -154,7 +154,7 @@ public enum StoreTransfer {
                     throw fail("document: \(error.message)")
                 }
                 if let auth = json["auth"], !auth.isNull {
-                    guard case .object = auth, auth.description.utf8.count <= Subscription.maxAuthBytes else {
+                    guard Subscription.claimsFit(auth) else {
                         throw fail("auth: expected the claims object, at most \(Subscription.maxAuthBytes) bytes")
                     }
                     subscription.auth = auth
