@@ -298,10 +298,27 @@ struct ConfigurationTests {
         #expect(configuration.apps["toto"] != nil)
     }
 
-    @Test("environment variables that match no key, or several, are refused")
+    @Test("environment variables that match no key are warned about; Kubernetes' service links are ignored")
+    func unknownOverrides() throws {
+        let configuration = try load("", ["PUSHDISPATCH_HTTP_PROT": "1", "PUSHDISPATCH_APPS_TOTO_KEYS": "k.json"])
+        #expect(configuration.warnings.count == 2)
+        #expect(configuration.warnings[0].hasPrefix("PUSHDISPATCH_APPS_TOTO_KEYS: no configuration key matches, so it is ignored"))
+        #expect(configuration.warnings[1].hasPrefix("PUSHDISPATCH_HTTP_PROT: no configuration key matches"))
+        // What Kubernetes injects for a Service named pushdispatch: no warning, no error.
+        let links = [
+            "PUSHDISPATCH_SERVICE_HOST": "10.0.0.11", "PUSHDISPATCH_SERVICE_PORT": "8080", "PUSHDISPATCH_SERVICE_PORT_HTTP": "8080",
+            "PUSHDISPATCH_PORT": "tcp://10.0.0.11:8080", "PUSHDISPATCH_PORT_8080_TCP": "tcp://10.0.0.11:8080",
+            "PUSHDISPATCH_PORT_8080_TCP_PROTO": "tcp", "PUSHDISPATCH_PORT_8080_TCP_PORT": "8080", "PUSHDISPATCH_PORT_8080_TCP_ADDR": "10.0.0.11",
+        ]
+        #expect(try load("", links).warnings.isEmpty)
+        // Near misses are still warned about.
+        #expect(try load("", ["PUSHDISPATCH_PORT_X_TCP": "1", "PUSHDISPATCH_SERVICEHOST": "h"]).warnings.count == 2)
+        // A variable that does match a key is still checked.
+        #expect(error("", ["PUSHDISPATCH_HTTP_PORT": "eighty"]).contains("PUSHDISPATCH_HTTP_PORT (http.port): expected an integer"))
+    }
+
+    @Test("environment variables that match several keys are refused")
     func badOverrides() {
-        #expect(error("", ["PUSHDISPATCH_HTTP_PROT": "1"]).contains("PUSHDISPATCH_HTTP_PROT: no configuration key matches"))
-        #expect(error("", ["PUSHDISPATCH_APPS_TOTO_KEYS": "k.json"]).contains("no configuration key matches"))
         // "a-b" and "a_b" both spell A_B in a variable name.
         let ambiguous = "apps: {a-b: {}, a_b: {}}"
         #expect(error(ambiguous, ["PUSHDISPATCH_APPS_A_B_SIGNINGKEY": "x"]).contains(

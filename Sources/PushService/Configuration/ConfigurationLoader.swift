@@ -29,12 +29,13 @@ public enum ConfigurationLoader {
         purpose: ConfigurationPurpose = .service
     ) throws -> ServiceConfiguration {
         var json = try parseYAML(text, source: source)
-        let overrides = try applyEnvironment(environment, to: &json)
+        let (overrides, unknown) = try applyEnvironment(environment, to: &json)
         let report = ProblemReport()
         let decoder = ConfigurationDecoder(baseDirectory: baseDirectory, environment: environment, overrides: overrides)
-        let configuration = decoder.decode(json, report: report)
+        var configuration = decoder.decode(json, report: report)
         let problems = report.entries.filter { purpose == .service || $0.category != .authentication }.map(\.message)
         if !problems.isEmpty { throw ConfigurationError(problems: problems) }
+        configuration.environmentWarnings = unknown
         return configuration
     }
 
@@ -218,22 +219,32 @@ public enum ConfigurationLoader {
     /// Applies every `PUSHDISPATCH_<KEY_PATH>` variable: the key path in upper case, joined by
     /// `_` (`PUSHDISPATCH_HTTP_PORT`, `PUSHDISPATCH_APPS_TOTO_FCM_ENDPOINT`). Names of
     /// applications and webhooks match the ones in the file (letters and digits upper-cased,
-    /// other characters as `_`). A variable that matches no key, or several, is an error.
+    /// other characters as `_`). A variable that matches several keys is an error.
+    ///
+    /// A variable that matches no key does not stop the service: the names Kubernetes gives a
+    /// Service called `pushdispatch` (``isServiceLink(_:)``) are ignored, any other is returned
+    /// as a warning (a typo, or a variable meant for something else).
     ///
     /// The value is the variable's exact text, converted to the key's type (an integer for
     /// `http.port`, text for a secret, …) and then validated like the file's values; an empty
     /// value is an error. Returns the variable that set each key path (`http.port`), so that
-    /// messages name it.
-    static func applyEnvironment(_ environment: [String: String], to json: inout JSON) throws -> [String: String] {
+    /// messages name it, and the warnings.
+    static func applyEnvironment(_ environment: [String: String], to json: inout JSON) throws -> (
+        overrides: [String: String], warnings: [String]
+    ) {
         var overrides: [String: String] = [:]
+        var warnings: [String] = []
         for (name, value) in environment.sorted(by: { $0.key < $1.key }) where name.hasPrefix(environmentPrefix) {
             let label = String(name.prefix(JSONWriter.excerptBytes))
             let tokens = name.dropFirst(environmentPrefix.count).split(separator: "_").map(String.init)
             let matches = match(tokens[...], schema: .root, json: json, path: [])
             guard matches.count == 1, let (keyPath, kind) = matches.first else {
                 if matches.isEmpty {
-                    throw ConfigurationError(
-                        "\(label): no configuration key matches; expected \(environmentPrefix) and a key path such as HTTP_PORT or APPS_<APP>_FCM_ENDPOINT")
+                    if isServiceLink(name) { continue }
+                    warnings.append(
+                        "\(label): no configuration key matches, so it is ignored; a setting is \(environmentPrefix) and a key path "
+                            + "such as HTTP_PORT or APPS_<APP>_FCM_ENDPOINT")
+                    continue
                 }
                 let keys = matches.prefix(4).map { match in match.0.reduce("") { Section.join($0, $1) } }
                 throw ConfigurationError("\(label): matches several keys (\(keys.joined(separator: ", "))\(matches.count > 4 ? ", …" : ""))")
@@ -242,7 +253,21 @@ public enum ConfigurationLoader {
             json = setting(json, keyPath[...], to: try overrideValue(value, kind: kind, variable: label, key: key))
             overrides[key] = label
         }
-        return overrides
+        return (overrides, warnings)
+    }
+
+    /// Whether `name` is one of the variables Kubernetes injects for a Service named
+    /// `pushdispatch` (`PUSHDISPATCH_SERVICE_HOST`, `PUSHDISPATCH_SERVICE_PORT[_NAME]`,
+    /// `PUSHDISPATCH_PORT`, `PUSHDISPATCH_PORT_8080_TCP[_PROTO|_PORT|_ADDR]`): they are not
+    /// settings, and a pod of that Service always has them.
+    static func isServiceLink(_ name: String) -> Bool {
+        let rest = name.dropFirst(environmentPrefix.count)
+        if rest == "SERVICE_HOST" || rest == "SERVICE_PORT" || rest.hasPrefix("SERVICE_PORT_") || rest == "PORT" { return true }
+        let parts = rest.split(separator: "_", omittingEmptySubsequences: false)
+        guard parts.count == 3 || parts.count == 4, parts[0] == "PORT", !parts[1].isEmpty, parts[1].allSatisfy(\.isNumber),
+            ["TCP", "UDP", "SCTP"].contains(parts[2])
+        else { return false }
+        return parts.count == 3 || ["PROTO", "PORT", "ADDR"].contains(parts[3])
     }
 
     /// A variable's text as a value of the key's type. Never echoes a secret.

@@ -86,6 +86,8 @@ public struct ServiceConfiguration: Sendable {
     public var apps: [String: AppConfiguration]
     /// The folder relative paths were resolved against (the configuration file's).
     public var baseDirectory: String
+    /// `PUSHDISPATCH_*` variables that set nothing (see ``warnings``).
+    public var environmentWarnings: [String] = []
 
     public init(
         store: Store, ingest: Ingest, http: HTTP, delivery: Delivery, expiry: Expiry, apps: [String: AppConfiguration], baseDirectory: String
@@ -240,10 +242,10 @@ extension ConfiguredRules {
 }
 
 extension ServiceConfiguration {
-    /// What the operator should know but that does not stop the service: applications without
-    /// read rules.
+    /// What the operator should know but that does not stop the service: `PUSHDISPATCH_*`
+    /// variables that match no key, applications without read rules.
     public var warnings: [String] {
-        apps.keys.sorted().compactMap { id in
+        environmentWarnings + apps.keys.sorted().compactMap { id in
             apps[id]?.rules == nil
                 ? "apps.\(id).rules: none configured; every authenticated client may read (and subscribe to) every node, as with "
                     + "{\"rules\": {\".read\": \"auth != null\"}}"
