@@ -208,12 +208,14 @@ public struct SubscriptionAPI: Sendable {
 
     /// The application and uid of the URL, and the token's verified claims, once the bearer
     /// token has been verified for them.
+    ///
+    /// The token is checked before the application is looked up, so that which applications
+    /// exist cannot be learnt without credentials: for an unknown application the token is
+    /// verified by every configured application's verifier; none accepts it → the 401 the first
+    /// one gives (what a known application says of that token), one does → 404.
     func authorize(_ request: Request, _ context: BasicRequestContext) async throws -> (APIApplication, String, JSON) {
         let app = try parameter("app", context)
         let uid = try parameter("uid", context)
-        guard let application = applications[app], utf8Equal(application.id, app) else {
-            throw APIError.notFound("no application \(quotedText(app)) is configured")
-        }
         if uid.isEmpty || uid.utf8.count > 256 || uid.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
             throw APIError.badRequest("uid: 1 to 256 bytes without control characters")
         }
@@ -224,13 +226,29 @@ public struct SubscriptionAPI: Sendable {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else {
             throw APIError.unauthorized("the Authorization header must be Bearer <token>", invalidToken: true)
         }
+        let token = String(parts[1])
+        let now = clock.nowSeconds
+        guard let application = applications[app], utf8Equal(application.id, app) else {
+            var firstError: String?
+            for known in applications.keys.sorted() {
+                guard let verifier = applications[known]?.verifier else { continue }
+                do {
+                    _ = try verifier.verify(token, now: now)
+                } catch {
+                    if firstError == nil { firstError = error.description }
+                    continue
+                }
+                throw APIError.notFound("no application \(quotedText(app)) is configured")
+            }
+            throw APIError.unauthorized(firstError ?? "the token cannot be verified", invalidToken: true)
+        }
         guard let verifier = application.verifier else {
             throw APIError.unauthorized("application \(quotedText(app)) has no authentication configured", invalidToken: true)
         }
         let subject: String
         let claims: JSON
         do {
-            (subject, claims) = try verifier.verify(String(parts[1]), now: clock.nowSeconds)
+            (subject, claims) = try verifier.verify(token, now: now)
         } catch {
             throw APIError.unauthorized(error.description, invalidToken: true)
         }

@@ -72,6 +72,11 @@ struct SubscriptionRouterTests {
         Refusal(name: "a valid token for another user", token: ("u2", APIHarness.secret), status: 403, code: "forbidden"),
         Refusal(name: "an application without authentication", path: "/datasync/v2/closed/subscriptions/u1", status: 401, code: "unauthorized"),
         Refusal(name: "an unknown application", path: "/datasync/v2/nope/subscriptions/u1", status: 404, code: "not_found"),
+        // Which applications exist is not told without credentials: as a known application would answer.
+        Refusal(name: "an unknown application, no token", path: "/datasync/v2/nope/subscriptions/u1", token: nil, status: 401, code: "unauthorized"),
+        Refusal(
+            name: "an unknown application, a token no application accepts", path: "/datasync/v2/nope/subscriptions/u1",
+            token: ("u1", "another-secret-of-at-least-thirty-two-bytes"), status: 401, code: "unauthorized"),
         Refusal(name: "a body that is not JSON", body: "{\"kind\":", status: 400, code: "bad_request"),
         Refusal(name: "an unknown kind", body: #"{"kind":"pager","path":"/a","context":"t"}"#, status: 400, code: "bad_request"),
         Refusal(name: "an unknown webhook", body: #"{"kind":"webhook","destination":"nope","path":"/a"}"#, status: 400, code: "bad_request"),
@@ -85,6 +90,18 @@ struct SubscriptionRouterTests {
         Refusal(name: "an unknown route", method: .get, path: "/datasync/v1/toto", body: nil, status: 404, code: "not_found"),
         Refusal(name: "an unknown subscription", method: .get, path: APIHarness.collection + "/nope", body: nil, status: 404, code: "not_found"),
     ]
+
+    @Test("an unknown application answers a bad token exactly as a known one does")
+    func unknownApplicationLooksKnown() async throws {
+        let api = try APIHarness()
+        let forged = try api.token("u1", secret: "another-secret-of-at-least-thirty-two-bytes")
+        try await api.run { client in
+            let known = try await client.send(.get, APIHarness.collection, body: nil, token: forged)
+            let unknown = try await client.send(.get, "/datasync/v2/nope/subscriptions/u1", body: nil, token: forged)
+            #expect(known.status == 401 && unknown.status == 401)
+            #expect(known.body == unknown.body, "\(known.body) / \(unknown.body)")
+        }
+    }
 
     @Test("every refusal is a deliberate JSON error with its status and code", arguments: refusalRows)
     func refusals(_ refusal: Refusal) async throws {
