@@ -251,7 +251,7 @@ public struct DispatchStateMachine: Sendable {
     mutating func decide(_ answer: Completed, now: Int64, random: Double) -> Decision {
         let notification = answer.notification
         let entry = notification.entry
-        let key = SenderKey(app: entry.app, kind: entry.kind)
+        let key = SenderKey(app: entry.app, kind: entry.kind, destination: entry.destination)
         var decision = Decision(
             settlement: .release(id: notification.id), provider: answer.provider, notification: notification, note: .failed,
             reason: answer.outcome.reason, needsNotice: false, answered: false, resumed: false)

@@ -251,7 +251,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         ]
         if decision.answered { counters.answered(provider: provider, committedAt: decision.notification.createdAt, at: now) }
         if decision.resumed {
-            logger.notice("application sender resumed: its credentials work again", metadata: ["sender": "\(SenderKey(app: entry.app, kind: entry.kind))"])
+            logger.notice("application sender resumed: its credentials work again", metadata: ["sender": "\(SenderKey(app: entry.app, kind: entry.kind, destination: entry.destination))"])
         }
         counters.count(provider: provider, outcome: decision.outcome)
         switch decision.note {

@@ -94,9 +94,11 @@ public enum AnswerClassifier {
         case 404:
             // A 404 without UNREGISTERED is a wrong endpoint or project: ours, not the device's.
             return .pause(reason: summary)
-        case 400:
-            return .failed(reason: summary)
-        case 402...499:
+        case 400...499:
+            // Another fatal answer about this message (FCM FAILED_PRECONDITION, …): SPEC §8
+            // revokes and attempts one revoke notification. Only a refusal of the payload's
+            // shape or size (`INVALID_ARGUMENT` not about the token, HMS 80100001/80100003/
+            // 80300008) is our defect; those are told apart before this fallback.
             return .revoke(reason: summary)
         default:
             // 1xx, 3xx and nonsense: an endpoint that is not the provider.
@@ -157,21 +159,30 @@ public enum AnswerClassifier {
 
     // MARK: - Webhooks
 
-    /// A webhook receiver's answer.
+    /// A webhook receiver's answer. Only 410 Gone revokes (Standard Webhooks: the endpoint
+    /// asks to be disabled); the receiver's other refusals are about the endpoint, not the
+    /// subscription: a redirect (not followed), 401/403 (our signature or credentials refused)
+    /// and 404 (a deploy in progress, a route being changed) never revoke. The pauses and
+    /// slow-downs apply to this webhook destination only (``SenderKey``).
     public static func webhook(_ answer: ProviderAnswer, now: Int64) -> DeliveryOutcome {
         let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
         let summary = "HTTP \(answer.status)"
         switch answer.status {
         case 200..<300:
             return .delivered(reference: nil)
-        case 429:
-            return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
-        case 408, 500...599:
-            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
         case 410:
             return .revokeDeadToken(reason: summary)
+        case 429:
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
+        case 300..<400, 401, 403:
+            return .pause(reason: summary + (answer.status < 400 ? " (redirects are not followed: fix the webhook's url)" : " (the receiver refuses our signature or credentials)"))
+        case 413:
+            // The receiver's body limit is below what it subscribed to receive: one
+            // notification is lost, never the subscription.
+            return .failed(reason: summary + " (the receiver refuses the body's size)")
         default:
-            return .revoke(reason: summary)
+            // 404 (a deploy), 408, 5xx, other 4xx: the receiver may come back within the window.
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
         }
     }
 

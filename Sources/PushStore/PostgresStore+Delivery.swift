@@ -14,7 +14,7 @@ extension PostgresStore: DeliveryStore {
             WITH candidate AS (
                 SELECT n.id FROM notification n
                 WHERE n.next_attempt_at <= \(now) AND (n.claimed_until IS NULL OR n.claimed_until < \(now))
-                  AND (n.app, n.kind) NOT IN (SELECT * FROM unnest(\(keys.map(\.app))::text[], \(keys.map(\.kind.rawValue))::text[]))
+                  AND (n.app, n.kind, coalesce(n.destination, '')) NOT IN (SELECT * FROM unnest(\(keys.map(\.app))::text[], \(keys.map(\.kind.rawValue))::text[], \(keys.map { $0.destination ?? "" })::text[]))
                   AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
                 ORDER BY n.next_attempt_at, n.id
                 LIMIT \(Int64(limit))
@@ -136,7 +136,7 @@ extension PostgresStore: DeliveryStore {
         let query: PostgresQuery = """
             SELECT min(n.next_attempt_at) FROM notification n
             WHERE n.claimed_until IS NULL
-              AND (n.app, n.kind) NOT IN (SELECT * FROM unnest(\(keys.map(\.app))::text[], \(keys.map(\.kind.rawValue))::text[]))
+              AND (n.app, n.kind, coalesce(n.destination, '')) NOT IN (SELECT * FROM unnest(\(keys.map(\.app))::text[], \(keys.map(\.kind.rawValue))::text[], \(keys.map { $0.destination ?? "" })::text[]))
               AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
             """
         var due: Int64?

@@ -3,12 +3,16 @@ import GRDB
 import PushCore
 
 extension SQLiteStore: DeliveryStore {
-    /// `AND NOT ((app = ? AND kind = ?) OR …)` for the excluded senders, and its arguments.
+    /// `AND NOT ((app = ? AND kind = ? AND coalesce(destination, '') = ?) OR …)` for the
+    /// excluded senders, and its arguments.
     static func exclusion(_ excluding: Set<SenderKey>) -> (sql: String, arguments: [String]) {
         guard !excluding.isEmpty else { return ("", []) }
         let keys = excluding.sorted()
-        let sql = "AND NOT (" + Array(repeating: "(n.app = ? AND n.kind = ?)", count: keys.count).joined(separator: " OR ") + ")"
-        return (sql, keys.flatMap { [$0.app, $0.kind.rawValue] })
+        let sql =
+            "AND NOT ("
+            + Array(repeating: "(n.app = ? AND n.kind = ? AND coalesce(n.destination, '') = ?)", count: keys.count).joined(separator: " OR ")
+            + ")"
+        return (sql, keys.flatMap { [$0.app, $0.kind.rawValue, $0.destination ?? ""] })
     }
 
     public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws

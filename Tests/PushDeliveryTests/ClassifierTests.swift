@@ -34,6 +34,8 @@ struct ClassifierTests {
             ("fcm-invalid-data-value", .failed), ("fcm-too-large", .failed), ("fcm-quota-exceeded", .slowDown),
             ("fcm-unavailable", .retry), ("fcm-internal", .retry), ("fcm-unauthenticated", .refresh),
             ("fcm-third-party-auth", .pause), ("fcm-sender-id-mismatch", .revokeDead), ("fcm-permission-denied", .pause),
+            // Not a refusal of the payload's shape: revoked with a revoke notification (SPEC §8), not dropped as a defect.
+            ("fcm-failed-precondition", .revoke),
         ])
     func fcm(name: String, expected: Class) {
         let outcome = AnswerClassifier.fcm(answer(name), now: Self.now)
@@ -54,7 +56,7 @@ struct ClassifierTests {
         "FCM by HTTP status when the body says nothing known",
         arguments: [
             (429, Class.slowDown), (500, .retry), (502, .retry), (503, .retry), (504, .retry), (408, .retry), (401, .refresh),
-            (403, .pause), (404, .pause), (400, .failed), (410, .revoke), (413, .revoke), (302, .pause), (200, .delivered),
+            (403, .pause), (404, .pause), (400, .revoke), (410, .revoke), (413, .revoke), (302, .pause), (200, .delivered),
         ])
     func fcmStatus(status: Int, expected: Class) {
         for body in ["<html>Error 502 (Server Error)!!1</html>", "", "{\"error\":{\"status\":\"SOMETHING_NEW\"}}"] {
@@ -102,7 +104,10 @@ struct ClassifierTests {
         "webhook statuses",
         arguments: [
             (200, Class.delivered), (204, .delivered), (408, .retry), (429, .slowDown), (500, .retry), (503, .retry),
-            (410, .revokeDead), (400, .revoke), (404, .revoke), (301, .revoke),
+            // Only 410 revokes (Standard Webhooks); the receiver's configuration faults pause
+            // that destination; a 404 (a deploy) is retried within the window.
+            (410, .revokeDead), (400, .retry), (404, .retry), (422, .retry), (301, .pause), (302, .pause), (307, .pause),
+            (401, .pause), (403, .pause), (413, .failed),
         ])
     func webhook(status: Int, expected: Class) {
         #expect(Self.classOf(AnswerClassifier.webhook(ProviderAnswer(status: status, body: []), now: Self.now)) == expected)

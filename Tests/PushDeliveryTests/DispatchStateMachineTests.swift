@@ -10,11 +10,11 @@ struct DispatchStateMachineTests {
 
     static func notification(
         _ id: Int64, app: String = "toto", kind: SubscriptionKind = .mobile, event: NotificationKind = .value, attempts: Int = 0,
-        firstAttemptAt: Int64? = nil
+        firstAttemptAt: Int64? = nil, destination: String = "orders"
     ) -> StoredNotification {
         let entry = OutboxEntry(
             app: app, subscriptionHandle: id, subscriptionID: "s\(id)", kind: kind, target: kind == .webhook ? nil : "token-\(id)",
-            destination: kind == .webhook ? "orders" : nil, notification: event, payload: [], recordSeq: 1)
+            destination: kind == .webhook ? destination : nil, notification: event, payload: [], recordSeq: 1)
         return StoredNotification(id: id, entry: entry, createdAt: now - 10, nextAttemptAt: now, attempts: attempts, firstAttemptAt: firstAttemptAt)
     }
 
@@ -182,6 +182,28 @@ struct DispatchStateMachineTests {
         #expect(!machine.decisions(now: Self.now + 30_004, random: { 0.5 })[0].resumed)
     }
 
+    @Test("a webhook's pause and slow-down leave out that destination only, not the application's other webhooks")
+    func webhookDestination() {
+        var (machine, sends) = Self.sending([
+            Self.notification(1, kind: .webhook, destination: "orders"), Self.notification(2, kind: .webhook, destination: "audit"),
+        ])
+        machine.sent(sends[0], outcome: AnswerClassifier.webhook(ProviderAnswer(status: 401, body: []), now: Self.now))
+        machine.sent(sends[1], outcome: AnswerClassifier.webhook(ProviderAnswer(status: 429, body: []), now: Self.now))
+        let decisions = machine.decisions(now: Self.now, random: { 0.5 })
+        #expect(decisions[0].note == .paused(newly: true))
+        #expect(decisions[0].settlement == .release(id: 1))
+        guard case .slowDown = decisions[1].note else {
+            Issue.record("not a slow-down: \(decisions[1].note)")
+            return
+        }
+        machine.settled(2)
+        let orders = SenderKey(app: "toto", kind: .webhook, destination: "orders")
+        let audit = SenderKey(app: "toto", kind: .webhook, destination: "audit")
+        #expect(machine.claim(now: Self.now + 1) == .claim(limit: 512, excluding: [orders, audit]))
+        #expect(!machine.claim(now: Self.now + 1).excludes(SenderKey(app: "toto", kind: .webhook, destination: "billing")))
+        #expect(!machine.claim(now: Self.now + 1).excludes(SenderKey(app: "toto", kind: .mobile)))
+    }
+
     @Test("a slow-down leaves the application's sender out until the retry time; other applications go on")
     func slowDown() {
         var (machine, sends) = Self.sending([Self.notification(1)])
@@ -243,5 +265,11 @@ struct DispatchStateMachineTests {
         machine.settled(1)
         machine.settled(2)
         #expect(machine.isIdle)
+    }
+}
+
+extension DispatchStateMachine.Claim {
+    func excludes(_ key: SenderKey) -> Bool {
+        if case .claim(_, let excluding) = self { excluding.contains(key) } else { false }
     }
 }

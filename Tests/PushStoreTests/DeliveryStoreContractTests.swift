@@ -26,6 +26,25 @@ struct DeliveryStoreContractTests {
         try await store.notifications(limit: 100).map { String(decoding: $0.entry.payload, as: UTF8.self) }
     }
 
+    @Test("a webhook destination left out of a claim leaves the application's other webhooks and kinds in", arguments: StoreKind.all)
+    func excludesOneDestination(kind: StoreKind) async throws {
+        let store = try await kind.make().store
+        let orders = makeSubscription(kind: .webhook, path: "/o", context: nil, destination: "orders")
+        let audit = makeSubscription(kind: .webhook, path: "/a", context: nil, destination: "audit")
+        let mobile = makeSubscription(path: "/m")
+        var entries: [OutboxEntry] = []
+        for subscription in [orders, audit, mobile] {
+            entries.append(entry(subscription, try await stored(store, subscription), .value, payload: subscription.tuple.destination ?? "mobile"))
+        }
+        try await queue(store, now: 10, entries)
+        let excluded: Set<SenderKey> = [SenderKey(app: "toto", kind: .webhook, destination: "orders")]
+        #expect(try await store.nextDue(excluding: excluded) == 10)
+        let claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: excluded)
+        #expect(Set(claimed.map { String(decoding: $0.entry.payload, as: UTF8.self) }) == ["audit", "mobile"])
+        #expect(try await store.nextDue(excluding: excluded) == nil)
+        #expect(try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: []).count == 1)
+    }
+
     @Test("only the oldest notification of a subscription is claimed, and only once", arguments: StoreKind.all)
     func claimsHeads(kind: StoreKind) async throws {
         let store = try await kind.make().store

@@ -24,20 +24,27 @@ public enum Settlement: Sendable, Equatable {
     }
 }
 
-/// One application's sender for one kind of subscription: what pauses and slow-downs apply to
-/// (broken FCM credentials stop the application's FCM sends, not its webhooks).
+/// One application's sender for one kind of subscription, and for webhooks one destination:
+/// what pauses and slow-downs apply to (broken FCM credentials stop the application's FCM
+/// sends, not its webhooks; a webhook that refuses our signature or asks to slow down stops
+/// only itself).
 public struct SenderKey: Hashable, Sendable, Comparable, CustomStringConvertible {
     public var app: String
     public var kind: SubscriptionKind
+    /// The webhook's name (`nil` for the other kinds).
+    public var destination: String?
 
-    public init(app: String, kind: SubscriptionKind) {
+    public init(app: String, kind: SubscriptionKind, destination: String? = nil) {
         self.app = app
         self.kind = kind
+        self.destination = kind == .webhook ? destination : nil
     }
 
-    public static func < (lhs: SenderKey, rhs: SenderKey) -> Bool { (lhs.app, lhs.kind.rawValue) < (rhs.app, rhs.kind.rawValue) }
+    public static func < (lhs: SenderKey, rhs: SenderKey) -> Bool {
+        (lhs.app, lhs.kind.rawValue, lhs.destination ?? "") < (rhs.app, rhs.kind.rawValue, rhs.destination ?? "")
+    }
 
-    public var description: String { "\(app)/\(kind.rawValue)" }
+    public var description: String { "\(app)/\(kind.rawValue)" + (destination.map { "/\($0)" } ?? "") }
 }
 
 /// What a settlement did.
