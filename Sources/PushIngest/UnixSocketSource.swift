@@ -42,6 +42,11 @@ public struct UnixSocketSource: Service {
         // kept here and closed properly: NIO traps on a dropped, unfinished channel.
         let unserved = Unserved()
         let server: NIOAsyncChannel<NIOAsyncChannel<SocketFrame, ByteBuffer>, Never>
+        // A socket another process listens on is its own: replacing it would cut that
+        // process's clients off without a word.
+        if someoneListens(at: path) {
+            throw IngestError.socket(path, "another process listens on it; stop that process, or give ingest.socket another path")
+        }
         do {
             server = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .serverChannelOption(.backlog, value: 256)

@@ -24,9 +24,12 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         }
     }
 
-    /// Opens (creating if needed) the database at `path` and brings its schema up to date.
+    /// Opens (creating if needed, readable by its owner only) the database at `path` and
+    /// brings its schema up to date. A database the group or others may read is refused
+    /// (``SQLiteFiles/prepare(_:)``).
     public init(path: String) throws {
         self.path = path
+        try SQLiteFiles.prepare(path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
         configuration.prepareDatabase { db in

@@ -160,4 +160,43 @@ struct RunCommandTests {
         let missing = try Executable.run(["run", "--config", folder.appendingPathComponent("none.yaml").path])
         #expect(missing.stderr.contains("cannot read the configuration file"))
     }
+
+    @Test("a second run on the same SQLite file, or on another's live socket, stops with a message; the first one goes on")
+    func secondProcessRefused() async throws {
+        let folder = try Self.folder()
+        let config = folder.appendingPathComponent("pushdispatch.yaml").path
+        try Data("store: {sqlite: ./pushdispatch.db}\ningest: {socket: ./in.sock}\nhttp: {port: 0}\napps: {toto: {auth: {hs256Secret: env:TOTO_AUTH_SECRET}}}\n".utf8)
+            .write(to: URL(fileURLWithPath: config))
+        let first = try RunningService(config: config)
+        defer { _ = first.stop() }
+        _ = try await first.port()
+        // The database is the owner's only.
+        let mode = try FileManager.default.attributesOfItem(atPath: folder.appendingPathComponent("pushdispatch.db").path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+
+        let second = try Executable.run(["run", "--config", config])
+        #expect(second.status != 0)
+        #expect(second.stderr.contains("another pushdispatch process is running on the SQLite database"), "\(second.stderr)")
+
+        // Another database, the same socket: the live socket is not taken over.
+        let other = folder.appendingPathComponent("other.yaml").path
+        try Data("store: {sqlite: ./other.db}\ningest: {socket: ./in.sock}\nhttp: {port: 0}\napps: {toto: {auth: {hs256Secret: env:TOTO_AUTH_SECRET}}}\n".utf8)
+            .write(to: URL(fileURLWithPath: other))
+        let third = try Executable.run(["run", "--config", other])
+        #expect(third.status != 0)
+        #expect(third.stderr.contains("in.sock: another process listens on it"), "\(third.stderr)")
+        #expect(first.process.isRunning)
+        #expect(FileManager.default.fileExists(atPath: folder.appendingPathComponent("in.sock").path))
+    }
+
+    @Test("a SQLite database its group or others may read is refused, with the chmod to run")
+    func openDatabaseRefused() throws {
+        let folder = try Self.folder()
+        let database = folder.appendingPathComponent("pushdispatch.db").path
+        FileManager.default.createFile(atPath: database, contents: nil, attributes: [.posixPermissions: 0o644])
+        let result = try Executable.run(["run", "--config", folder.appendingPathComponent("pushdispatch.yaml").path])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("readable or writable by its group or others"), "\(result.stderr)")
+        #expect(result.stderr.contains("chmod 600 \(database)"), "\(result.stderr)")
+    }
 }

@@ -416,6 +416,9 @@ struct SQLiteMigrationTests {
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
 
+        // sqlite3 creates it under the umask: refused until its owner alone may read it.
+        #expect(throws: StoreError.self) { try SQLiteStore(path: path) }
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
         let store = try SQLiteStore(path: path)
         #expect(try await store.subscription(id: "id-1")?.handle == 1)
         #expect(try await store.subscription(id: "id-2")?.handle == 2)

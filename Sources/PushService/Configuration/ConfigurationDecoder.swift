@@ -202,8 +202,10 @@ struct ConfigurationDecoder {
         let subscriptions = AppConfiguration.Subscriptions(
             defaultLifetime: defaultLifetime, maxLifetime: maxLifetime,
             maxWeight: Int(lifetimes.size("maxWeight", range: 1...(1 << 30)) ?? 1 << 20))
+        let keys = section.path("keys", mustExist: true)
+        if let keys { section.warnIfShared("keys", file: keys) }  // symmetric keys and private signing keys
         return AppConfiguration(
-            id: id, auth: auth, fcm: fcm, hms: hms, webhooks: webhooks, keys: section.path("keys", mustExist: true),
+            id: id, auth: auth, fcm: fcm, hms: hms, webhooks: webhooks, keys: keys,
             signingKey: section.nonEmptyString("signingKey"), subscriptions: subscriptions, rules: rules(section, report: report))
     }
 

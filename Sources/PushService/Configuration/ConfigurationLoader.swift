@@ -35,7 +35,7 @@ public enum ConfigurationLoader {
         var configuration = decoder.decode(json, report: report)
         let problems = report.entries.filter { purpose == .service || $0.category != .authentication }.map(\.message)
         if !problems.isEmpty { throw ConfigurationError(problems: problems) }
-        configuration.environmentWarnings = unknown
+        configuration.loadWarnings = unknown + report.warnings
         return configuration
     }
 

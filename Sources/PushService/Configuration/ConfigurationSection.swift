@@ -251,9 +251,21 @@ struct Section {
         return file
     }
 
+    /// Warns when a file holding a secret may be read by the file's group or by others: the
+    /// service reads it as it is (a Kubernetes Secret volume is 0644 unless its `defaultMode`
+    /// says otherwise), but says how to close it.
+    func warnIfShared(_ key: String, file: String) {
+        var info = stat()
+        guard stat(file, &info) == 0, info.st_mode & 0o044 != 0 else { return }
+        context.report.warn(
+            "\(label(key)): the file \(quotedString(file)) holds a secret and its group or others may read it (mode "
+                + "\(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(file) (in Kubernetes: defaultMode: 0400)")
+    }
+
     /// A Google service-account key file, read and checked.
     func serviceAccountFile(_ key: String) -> String? {
         guard let file = path(key, mustExist: true) else { return nil }
+        warnIfShared(key, file: file)
         guard let data = FileManager.default.contents(atPath: file), data.count <= 1 << 20 else {
             problem(key, "cannot read \(quotedString(file)) (or it is over 1 MiB)")
             return nil
@@ -304,6 +316,7 @@ struct Section {
                 problem(key, "cannot read the secret file \(quotedString(target))")
                 return nil
             }
+            warnIfShared(key, file: target)
             defer { try? handle.close() }
             let data = (try? handle.read(upToCount: 65_537)) ?? Data()
             guard data.count <= 65_536, let text = String(data: data, encoding: .utf8) else {

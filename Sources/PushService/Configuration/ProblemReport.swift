@@ -15,6 +15,13 @@ final class ProblemReport {
     func add(_ message: String, category: Category = .general) {
         entries.append((category, message))
     }
+
+    /// What does not stop the service but the operator should fix.
+    private(set) var warnings: [String] = []
+
+    func warn(_ message: String) {
+        warnings.append(message)
+    }
 }
 
 /// One object of the configuration, with its key path, recording keys its schema lacks.

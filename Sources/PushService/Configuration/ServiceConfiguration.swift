@@ -86,8 +86,9 @@ public struct ServiceConfiguration: Sendable {
     public var apps: [String: AppConfiguration]
     /// The folder relative paths were resolved against (the configuration file's).
     public var baseDirectory: String
-    /// `PUSHDISPATCH_*` variables that set nothing (see ``warnings``).
-    public var environmentWarnings: [String] = []
+    /// Found while loading (see ``warnings``): `PUSHDISPATCH_*` variables that set nothing,
+    /// secret files their group or others may read.
+    public var loadWarnings: [String] = []
 
     public init(
         store: Store, ingest: Ingest, http: HTTP, delivery: Delivery, expiry: Expiry, apps: [String: AppConfiguration], baseDirectory: String
@@ -243,9 +244,10 @@ extension ConfiguredRules {
 
 extension ServiceConfiguration {
     /// What the operator should know but that does not stop the service: `PUSHDISPATCH_*`
-    /// variables that match no key, applications without read rules.
+    /// variables that match no key, secret files others may read, applications without read
+    /// rules.
     public var warnings: [String] {
-        environmentWarnings + apps.keys.sorted().compactMap { id in
+        loadWarnings + apps.keys.sorted().compactMap { id in
             apps[id]?.rules == nil
                 ? "apps.\(id).rules: none configured; every authenticated client may read (and subscribe to) every node, as with "
                     + "{\"rules\": {\".read\": \"auth != null\"}}"

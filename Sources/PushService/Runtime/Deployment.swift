@@ -37,7 +37,10 @@ enum Deployments {
     static func open(_ configuration: ServiceConfiguration, logger: Logger) async throws -> any Deployment {
         switch (configuration.store, configuration.instanceMode) {
         case (.sqlite(let path), _):
-            return SingleInstance(sqlite: try SQLiteStore(path: path))
+            // Locked before it is migrated or read: a second `run` on the file stops here.
+            try SQLiteFiles.prepare(path)
+            let lock = try SQLiteFiles.lock(path)
+            return SingleInstance(sqlite: try SQLiteStore(path: path), lock: lock)
         case (.postgres(let url), .single):
             let store = try await PostgresStore.open(url: url, logger: logger)
             do {

@@ -12,11 +12,14 @@ struct SingleInstance: Deployment {
     /// theirs: a database moves between the modes without reading its sources again.
     let filesCheckpointsUnderName: Bool
     let releasesEveryClaimAtStart = true
+    /// SQLite: the lock on the database file that keeps a second `run` off it.
+    let lock: ProcessLock?
 
     /// SQLite: checkpoints under the sources' names, claims under host and process (a restart
     /// after a crash releases every claim anyway).
-    init(sqlite store: SQLiteStore) {
+    init(sqlite store: SQLiteStore, lock: ProcessLock) {
         self.store = store
+        self.lock = lock
         self.instance = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
         self.filesCheckpointsUnderName = false
     }
@@ -24,6 +27,7 @@ struct SingleInstance: Deployment {
     /// PostgreSQL held alone: checkpoints and claims under `instance.name`.
     init(postgres store: PostgresStore, instance: String) {
         self.store = store
+        self.lock = nil
         self.instance = instance
         self.filesCheckpointsUnderName = true
     }
