@@ -12,11 +12,15 @@ import Glibc
 ///   first. A writer may still append to the renamed file for a moment, so it is left only once
 ///   it has stopped growing for ``rotationGrace`` reads; a partial last line in it is then a
 ///   line of its own.
-/// - Truncation in place (copy-truncate): reading starts again at the beginning.
-/// - Resuming: a checkpoint names the file (`device:inode`) and the offset. The file at the path
-///   is resumed at that offset when it is the same file; when the path now holds another file,
-///   the checkpointed one is looked for beside it (rotated away), finished, and the new one
-///   read from its start.
+/// - Truncation in place (copy-truncate): reading starts again at the beginning. A file that
+///   was truncated and written past the offset again between two reads (or while the service
+///   was stopped) is told by its fingerprint: the ``fingerprintBytes`` before the offset are
+///   not the ones read there; it is read again from its start too, never from the middle of a
+///   line.
+/// - Resuming: a checkpoint names the file (`device:inode`), the offset and the fingerprint of
+///   the bytes before it. The file at the path is resumed at that offset when it is the same
+///   file with the same bytes; when the path now holds another file, the checkpointed one is
+///   looked for beside it (rotated away), finished, and the new one read from its start.
 ///
 /// Synchronous and without timers: ``QueueFileSource`` calls ``read()`` in a loop and sleeps
 /// when it returns nothing.
@@ -30,14 +34,25 @@ public struct QueueFileReader {
         public var fileIdentity: String
         /// The line was longer than the limit: its length (``bytes`` holds its beginning).
         public var overflow: Int?
+        /// The fingerprint of the file's bytes before ``end`` (what a checkpoint at ``end``
+        /// keeps, to tell a rewritten file on resuming).
+        public var fingerprint: String
     }
+
+    /// Bytes before an offset that its fingerprint covers.
+    public static let fingerprintBytes = 64
 
     /// Something worth a log line: a rotation, a truncation, a checkpointed file not found.
     public enum Event: Sendable, Equatable {
         case opened(identity: String, offset: Int64)
         case rotated(from: String, to: String)
         case truncated(identity: String, at: Int64)
+        /// The bytes before the offset are not the ones read there: the file was truncated and
+        /// written again past the offset.
+        case rewritten(identity: String, at: Int64)
         case checkpointedFileGone(identity: String)
+        /// The file at the path cannot be opened or read (`nil`: it can again).
+        case unreadable(reason: String?)
     }
 
     public let path: String
@@ -57,18 +72,27 @@ public struct QueueFileReader {
     private var quietReads = 0
     /// A file to read after the current one is finished (resuming from a rotated checkpoint).
     private var resumeNextAtStart = false
+    /// The last bytes read before `offset` (at most ``fingerprintBytes``): they must still be
+    /// there at the next read.
+    private var recent: [UInt8] = []
+    /// Why the file at the path cannot be opened, while it cannot.
+    public private(set) var problem: String?
     public private(set) var events: [Event] = []
 
-    /// Starts reading `path`, resuming after `checkpoint` (identity and offset) when given.
-    public init(path: String, checkpoint: (identity: String, offset: Int64)? = nil, maxLineBytes: Int = 16 << 20, rotationGrace: Int = 20) {
+    /// Starts reading `path`, resuming after `checkpoint` (identity and offset; `fingerprint`,
+    /// when the checkpoint has one, of the bytes before the offset) when given.
+    public init(
+        path: String, checkpoint: (identity: String, offset: Int64)? = nil, fingerprint: String? = nil, maxLineBytes: Int = 16 << 20,
+        rotationGrace: Int = 20
+    ) {
         self.path = path
         self.maxLineBytes = maxLineBytes
         self.rotationGrace = rotationGrace
         if let checkpoint {
             if let current = Self.identity(ofPath: path), current == checkpoint.identity {
-                open(path, identity: current, at: checkpoint.offset)
+                open(path, identity: current, at: checkpoint.offset, fingerprint: fingerprint)
             } else if let rotated = Self.find(identity: checkpoint.identity, near: path) {
-                open(rotated, identity: checkpoint.identity, at: checkpoint.offset)
+                open(rotated, identity: checkpoint.identity, at: checkpoint.offset, fingerprint: fingerprint)
                 resumeNextAtStart = true
             } else {
                 events.append(.checkpointedFileGone(identity: checkpoint.identity))
@@ -86,22 +110,25 @@ public struct QueueFileReader {
     /// is nothing new.
     public mutating func read(budget: Int = 4 << 20) throws -> [Line] {
         if descriptor < 0 {
-            guard let identity = Self.identity(ofPath: path) else { return [] }  // not there yet
-            open(path, identity: identity, at: 0)
+            guard let identity = identityOrProblem() else { return [] }  // not there yet, or not readable
+            open(path, identity: identity, at: 0, fingerprint: nil)
             guard descriptor >= 0 else { return [] }
         }
         var lines: [Line] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
         var readBytes = 0
         var sawData = false
-        // Truncated in place: start again at the beginning.
+        // Truncated in place, or truncated and written again past the offset: start again at
+        // the beginning.
         var status = stat()
-        if fstat(descriptor, &status) == 0, Int64(status.st_size) < offset {
+        let shorter = fstat(descriptor, &status) == 0 && Int64(status.st_size) < offset
+        if shorter || !recentStillThere() {
             if !pending.isEmpty || overflowLength != nil { lines.append(flushPending()) }
-            events.append(.truncated(identity: identity, at: offset))
+            events.append(shorter ? .truncated(identity: identity, at: offset) : .rewritten(identity: identity, at: offset))
             offset = 0
             pending = []
             overflowLength = nil
+            recent = []
             lseek(descriptor, 0, SEEK_SET)
         }
         while readBytes < budget {
@@ -131,7 +158,7 @@ public struct QueueFileReader {
                 resumeNextAtStart = false
                 quietReads = 0
                 if let current {
-                    open(path, identity: current, at: 0)
+                    open(path, identity: current, at: 0, fingerprint: nil)
                     events.append(.rotated(from: old, to: current))
                 }
             }
@@ -155,17 +182,66 @@ public struct QueueFileReader {
         var start = bytes.startIndex
         while let newline = bytes[start...].firstIndex(of: UInt8(ascii: "\n")) {
             append(bytes[start..<newline])
+            remember(bytes[start...newline])
             offset += Int64(newline - start + 1)
             let length = overflowLength ?? pending.count
             let end = offset
             let position = end - Int64(length) - 1
-            lines.append(Line(bytes: pending, position: position, end: end, fileIdentity: identity, overflow: overflowLength))
+            lines.append(
+                Line(bytes: pending, position: position, end: end, fileIdentity: identity, overflow: overflowLength, fingerprint: Self.fingerprint(recent)))
             pending = []
             overflowLength = nil
             start = newline + 1
         }
         append(bytes[start...])
+        remember(bytes[start...])
         offset += Int64(bytes.endIndex - start)
+    }
+
+    /// Keeps the last ``fingerprintBytes`` bytes read.
+    private mutating func remember(_ bytes: ArraySlice<UInt8>) {
+        let keep = Self.fingerprintBytes
+        if bytes.count >= keep {
+            recent = Array(bytes.suffix(keep))
+        } else {
+            recent.append(contentsOf: bytes)
+            if recent.count > keep { recent.removeFirst(recent.count - keep) }
+        }
+    }
+
+    /// Whether the bytes read last are still before the offset (one `pread` of at most
+    /// ``fingerprintBytes``).
+    private func recentStillThere() -> Bool {
+        guard !recent.isEmpty, offset >= Int64(recent.count) else { return true }
+        return bytes(before: offset, count: recent.count) == recent
+    }
+
+    /// The `count` bytes of the open file before `end` (fewer when it is shorter).
+    private func bytes(before end: Int64, count: Int) -> [UInt8] {
+        let start = max(0, end - Int64(count))
+        var buffer = [UInt8](repeating: 0, count: Int(end - start))
+        var filled = 0
+        while filled < buffer.count {
+            let got = buffer.withUnsafeMutableBytes { raw in
+                pread(descriptor, raw.baseAddress! + filled, raw.count - filled, off_t(start) + off_t(filled))
+            }
+            if got < 0 && errno == EINTR { continue }
+            if got <= 0 { break }
+            filled += got
+        }
+        return Array(buffer.prefix(filled))
+    }
+
+    /// A short text naming `bytes` (FNV-1a 64, in hex): what a checkpoint keeps of the bytes
+    /// before its offset.
+    public static func fingerprint(_ bytes: [UInt8]) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in bytes {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
     }
 
     /// Adds bytes to the current line, keeping at most `maxLineBytes` of it.
@@ -187,26 +263,69 @@ public struct QueueFileReader {
     /// The partial line, as a line of its own (its file ended without a newline).
     private mutating func flushPending() -> Line {
         let length = overflowLength ?? pending.count
-        let line = Line(bytes: pending, position: offset - Int64(length), end: offset, fileIdentity: identity, overflow: overflowLength)
+        let line = Line(
+            bytes: pending, position: offset - Int64(length), end: offset, fileIdentity: identity, overflow: overflowLength,
+            fingerprint: Self.fingerprint(recent))
         pending = []
         overflowLength = nil
         return line
     }
 
-    private mutating func open(_ file: String, identity: String, at start: Int64) {
+    /// Opens `file` at `start`; with a `fingerprint`, only if the bytes before `start` are the
+    /// ones it names (else from the beginning, said as an event).
+    private mutating func open(_ file: String, identity: String, at start: Int64, fingerprint: String?) {
         let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return }
+        guard fd >= 0 else {
+            setProblem("cannot open it: \(String(cString: strerror(errno)))")
+            return
+        }
+        setProblem(nil)
         var status = stat()
         fstat(fd, &status)
-        // A checkpoint beyond the end: the file was truncated meanwhile; start again.
-        let position = start <= Int64(status.st_size) ? start : 0
-        lseek(fd, off_t(position), SEEK_SET)
         descriptor = fd
         self.identity = identity
-        offset = position
         pending = []
         overflowLength = nil
+        var position = start
+        if start > Int64(status.st_size) {
+            // A checkpoint beyond the end: the file was truncated meanwhile; start again.
+            events.append(.truncated(identity: identity, at: start))
+            position = 0
+        }
+        recent = position > 0 ? bytes(before: position, count: Self.fingerprintBytes) : []
+        if position > 0, let fingerprint, Self.fingerprint(recent) != fingerprint {
+            events.append(.rewritten(identity: identity, at: position))
+            position = 0
+            recent = []
+        }
+        lseek(fd, off_t(position), SEEK_SET)
+        offset = position
         events.append(.opened(identity: identity, offset: position))
+    }
+
+    /// The identity of the file at the path, or `nil` when there is none yet or it cannot be
+    /// read (then ``problem`` says why).
+    private mutating func identityOrProblem() -> String? {
+        var status = stat()
+        guard stat(path, &status) == 0 else {
+            if errno == ENOENT {
+                setProblem(nil)
+            } else {
+                setProblem("cannot reach it: \(String(cString: strerror(errno)))")
+            }
+            return nil
+        }
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            setProblem("it is not a regular file")
+            return nil
+        }
+        return "\(status.st_dev):\(status.st_ino)"
+    }
+
+    private mutating func setProblem(_ reason: String?) {
+        guard reason != problem else { return }
+        problem = reason
+        events.append(.unreadable(reason: reason))
     }
 
     /// `device:inode` of the file at `path`, or `nil` when there is none.

@@ -30,17 +30,33 @@ public struct QueueFileSource: Service {
         self.logger = logger
     }
 
+    /// A checkpoint's file as stored: `device:inode@fingerprint` (the fingerprint of the bytes
+    /// before the offset; older checkpoints have none).
+    static func storedIdentity(_ line: QueueFileReader.Line) -> String { line.fileIdentity + "@" + line.fingerprint }
+
+    static func parseStoredIdentity(_ stored: String) -> (identity: String, fingerprint: String?) {
+        guard let at = stored.firstIndex(of: "@") else { return (stored, nil) }
+        return (String(stored[..<at]), String(stored[stored.index(after: at)...]))
+    }
+
     public func run() async throws {
-        let resume = checkpoint.flatMap { checkpoint in checkpoint.fileIdentity.map { ($0, checkpoint.position) } }
-        var reader = QueueFileReader(path: path, checkpoint: resume, maxLineBytes: maxLineBytes)
+        let stored = checkpoint.flatMap { checkpoint in checkpoint.fileIdentity.map { (Self.parseStoredIdentity($0), checkpoint.position) } }
+        var reader = QueueFileReader(
+            path: path, checkpoint: stored.map { ($0.0.identity, $0.1) }, fingerprint: stored?.0.fingerprint, maxLineBytes: maxLineBytes)
         defer { reader.close() }
-        readiness.attached(Self.name)
         var announcedMissing = false
+        var attached = false
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let lines = try reader.read()
             for event in reader.takeEvents() { log(event) }
+            // Attached (ready) while the file is followed or simply not there yet; a file that is
+            // there and cannot be opened keeps readiness down, with the reason.
+            if !attached && reader.problem == nil {
+                readiness.attached(Self.name)
+                attached = true
+            }
             if lines.isEmpty {
-                if QueueFileReader.identity(ofPath: path) == nil && reader.checkpoint == nil && !announcedMissing {
+                if reader.problem == nil && QueueFileReader.identity(ofPath: path) == nil && reader.checkpoint == nil && !announcedMissing {
                     logger.info("waiting for the queue file to appear", metadata: ["path": "\(path)"])
                     announcedMissing = true
                 }
@@ -55,7 +71,7 @@ public struct QueueFileSource: Service {
                 let sent = await queue.send(
                     IngestLine(
                         bytes: line.bytes, source: Self.name, position: line.position, resumePosition: line.end,
-                        fileIdentity: line.fileIdentity, overflow: line.overflow))
+                        fileIdentity: Self.storedIdentity(line), overflow: line.overflow))
                 if !sent { return }
             }
         }
@@ -69,6 +85,17 @@ public struct QueueFileSource: Service {
             logger.info("the queue file was rotated; the old one is finished", metadata: ["path": "\(path)", "from": "\(old)", "to": "\(new)"])
         case .truncated(let identity, let offset):
             logger.warning("the queue file was truncated; reading it again from its start", metadata: ["file": "\(identity)", "at": "\(offset)"])
+        case .rewritten(let identity, let offset):
+            logger.warning(
+                "the queue file's bytes before the checkpoint changed (truncated and written again); reading it again from its start",
+                metadata: ["path": "\(path)", "file": "\(identity)", "at": "\(offset)"])
+        case .unreadable(let reason):
+            readiness.failing(Self.name, reason: reason.map { "\(path): \($0)" })
+            if let reason {
+                logger.error("the queue file cannot be read; retrying until it can", metadata: ["path": "\(path)", "reason": "\(reason)"])
+            } else {
+                logger.notice("the queue file can be read again", metadata: ["path": "\(path)"])
+            }
         case .checkpointedFileGone(let identity):
             logger.warning(
                 "the checkpointed queue file is gone; reading the current one from its start",

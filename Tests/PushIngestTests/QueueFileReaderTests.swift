@@ -78,6 +78,65 @@ struct QueueFileReaderTests {
         #expect(reader.takeEvents().contains { if case .truncated = $0 { return true } else { return false } })
     }
 
+    /// Truncates the queue file in place and writes `text` into it.
+    func rewrite(_ text: String) throws {
+        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: path))
+        try handle.truncate(atOffset: 0)
+        try handle.write(contentsOf: Data(text.utf8))
+        try handle.close()
+    }
+
+    @Test("truncated and written again past the offset between two reads: read again from its start, never from mid-line")
+    func rewrittenWhileFollowed() throws {
+        var reader = QueueFileReader(path: path)
+        try append("{\"seq\":1}\n{\"seq\":2}\n")
+        #expect(texts(try reader.read()).count == 2)
+        _ = reader.takeEvents()
+        // Longer than before: the size alone cannot tell.
+        try rewrite("{\"seq\":10,\"x\":\"abcdef\"}\n{\"seq\":11}\n")
+        #expect(texts(try reader.read()) == ["{\"seq\":10,\"x\":\"abcdef\"}", "{\"seq\":11}"])
+        #expect(reader.takeEvents().contains { if case .rewritten = $0 { return true } else { return false } })
+        // Appends after that are read as usual: no false alarm.
+        try append("{\"seq\":12}\n")
+        #expect(texts(try reader.read()) == ["{\"seq\":12}"])
+        #expect(!reader.takeEvents().contains { if case .rewritten = $0 { return true } else { return false } })
+    }
+
+    @Test("resuming a checkpoint whose bytes changed (rewritten while stopped): from the start; unchanged: at the offset")
+    func rewrittenWhileStopped() throws {
+        try append("a1\na2\n")
+        var reader = QueueFileReader(path: path)
+        let lines = try reader.read()
+        let checkpoint = (lines[1].fileIdentity, lines[1].end)
+        var same = QueueFileReader(path: path, checkpoint: checkpoint, fingerprint: lines[1].fingerprint)
+        try append("a3\n")
+        #expect(texts(try same.read()) == ["a3"])
+        try rewrite("b1-longer-than-before\nb2\n")
+        var changed = QueueFileReader(path: path, checkpoint: checkpoint, fingerprint: lines[1].fingerprint)
+        #expect(texts(try changed.read()) == ["b1-longer-than-before", "b2"])
+        #expect(changed.takeEvents().contains(.rewritten(identity: checkpoint.0, at: checkpoint.1)))
+        // Shorter than the checkpoint while stopped: said, and read from the start.
+        try rewrite("c\n")
+        var shorter = QueueFileReader(path: path, checkpoint: (checkpoint.0, 100), fingerprint: "0")
+        #expect(texts(try shorter.read()) == ["c"])
+        #expect(shorter.takeEvents().contains(.truncated(identity: checkpoint.0, at: 100)))
+    }
+
+    @Test("a path that cannot be read is a problem, said once, until it can be")
+    func unreadable() throws {
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        var reader = QueueFileReader(path: path)
+        #expect(try reader.read().isEmpty)
+        #expect(reader.problem == "it is not a regular file")
+        #expect(try reader.read().isEmpty)
+        #expect(reader.takeEvents() == [.unreadable(reason: "it is not a regular file")])
+        try FileManager.default.removeItem(atPath: path)
+        try append("ok\n")
+        #expect(texts(try reader.read()) == ["ok"])
+        #expect(reader.problem == nil)
+        #expect(reader.takeEvents().first == .unreadable(reason: nil))
+    }
+
     @Test("resuming from a checkpoint: the same file at its offset; a rotated file finished first; a vanished one skipped")
     func resuming() throws {
         try append("r1\nr2\nr3\n")

@@ -70,6 +70,51 @@ struct IngestionTests {
         await service.shutdown()
     }
 
+    @Test("a queue file truncated and written past the checkpoint while stopped is read from its start, not from mid-line")
+    func queueFileRewrittenWhileStopped() async throws {
+        let service = try ServiceHarness(ingest: true)
+        try await service.start()
+        try await subscribe(service, [Self.subscription])
+        try service.appendToQueueFile([#"{"seq":1,"app":"toto","op":"put","path":"/users/alice","data":{"name":"Alice"}}"#])
+        #expect(try await eventually { try await queued(service).count == 1 })
+        await service.stop()
+        // Copy-truncate and a new stream longer than the old offset: the old offset falls mid-line.
+        let handle = try FileHandle(forWritingTo: service.queueFile)
+        try handle.truncate(atOffset: 0)
+        try handle.close()
+        try service.appendToQueueFile([
+            #"{"seq":2,"app":"toto","op":"put","path":"/users/alice","data":{"name":"Alice Liddell","city":"Oxford"}}"#
+        ])
+        try await service.start()
+        #expect(try await eventually { try await queued(service).map(\.0) == [2] })
+        #expect(deadLetters(service).isEmpty)
+        await service.shutdown()
+    }
+
+    @Test("a queue file that cannot be opened keeps /readyz at 503 with the reason, until it can be")
+    func unreadableQueueFile() async throws {
+        let service = try ServiceHarness(ingest: true)
+        // Not a file the service can read (root reads through permissions, so a FIFO it is).
+        #expect(mkfifo(service.queueFile.path, 0o600) == 0)
+        do {
+            try await service.start()
+        } catch {
+            await service.shutdown()
+            throw error
+        }
+        var reply = try await service.send(.GET, "/readyz", token: nil)
+        for _ in 0..<100 where reply.json?["status"] != "sourceFailing" {
+            try await Task.sleep(for: .milliseconds(20))
+            reply = try await service.send(.GET, "/readyz", token: nil)
+        }
+        #expect(reply.status == 503)
+        #expect(reply.json?["sources"]?["queue-file"]?.stringValue?.hasSuffix("changes.ndjson: it is not a regular file") == true, "\(reply.body)")
+        try FileManager.default.removeItem(at: service.queueFile)
+        try service.appendToQueueFile([#"{"seq":1,"app":"toto","op":"put","path":"/a","data":1}"#])
+        #expect(try await eventually { try await service.send(.GET, "/readyz", token: nil).status == 200 })
+        await service.shutdown()
+    }
+
     @Test("every kind of bad line goes to the dead-letter file with its reason, and the stream goes on")
     func deadLetters() async throws {
         let service = try ServiceHarness(ingest: true)

@@ -20,6 +20,8 @@ public final class Observability: SourceReadiness, Sendable {
     let appsPaused: Gauge
     /// Sources not attached yet (readiness waits for them).
     let unattached: Mutex<Set<String>>
+    /// Sources that cannot take records in now, and why.
+    let failures = Mutex<[String: String]>([:])
     let clock: any ServiceClock
     public let startedAt: Int64
 
@@ -92,6 +94,10 @@ public final class Observability: SourceReadiness, Sendable {
         _ = unattached.withLock { $0.remove(source) }
     }
 
+    public func failing(_ source: String, reason: String?) {
+        failures.withLock { $0[source] = reason }
+    }
+
     /// The Prometheus text exposition, gauges read now.
     func exposition(store: any IngestStore & SubscriptionStore, paused: [String]) async -> [UInt8] {
         if let counts = try? await store.countByKind() {
@@ -108,6 +114,13 @@ public final class Observability: SourceReadiness, Sendable {
     /// `nil` when ready; else why not: sources not attached yet, or paused applications
     /// (SPEC §11.10).
     func readiness(paused: [String]) -> JSON? {
+        let failing = failures.withLock { $0 }
+        if !failing.isEmpty {
+            return [
+                "status": "sourceFailing",
+                "sources": .object(JSONObject(failing.sorted { $0.key < $1.key }.map { (Key($0.key), JSON.string($0.value)) })),
+            ]
+        }
         let waiting = unattached.withLock { $0 }.sorted()
         if !waiting.isEmpty {
             return ["status": "starting", "waitingFor": .array(waiting.map { .string($0) })]
