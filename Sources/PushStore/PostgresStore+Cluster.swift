@@ -10,9 +10,33 @@ extension PostgresStore: ClusterStore {
     public static let workChannel = "pushdispatch_work"
     public static let subscriptionChannel = "pushdispatch_subscription_change"
 
-    public func enqueue(_ records: [InboxRecord], checkpoints: [SourceCheckpoint]) async throws {
-        guard !records.isEmpty || !checkpoints.isEmpty else { return }
-        try await transaction(writerLock: false) { connection in
+    public func enqueue(_ records: [InboxRecord], checkpoints: [SourceCheckpoint]) async throws -> EnqueueResult {
+        guard !records.isEmpty || !checkpoints.isEmpty else { return EnqueueResult() }
+        return try await transaction(writerLock: false) { connection in
+            // The sources' rows, locked in one order (rows made first, so that there is a row to
+            // lock): the watermarks other instances committed, and none commits meanwhile.
+            let sources = Set(checkpoints.map(\.source)).union(records.map(\.source)).sorted()
+            try await connection.query(
+                """
+                INSERT INTO source_checkpoint (source, last_seq, position, file_identity)
+                SELECT unnest(\(sources)::text[]), NULL, 0, NULL ON CONFLICT (source) DO NOTHING
+                """, logger: self.logger)
+            var stored: [String: Int64] = [:]
+            let rows = try await connection.query(
+                "SELECT source, last_seq FROM source_checkpoint WHERE source = ANY(\(sources)) ORDER BY source FOR UPDATE", logger: self.logger)
+            for try await (source, lastSeq) in rows.decode((String, Int64?).self) {
+                if let lastSeq { stored[source] = lastSeq }
+            }
+            var result = EnqueueResult()
+            var kept: [InboxRecord] = []
+            for (index, record) in records.enumerated() {
+                if let seq = record.seq, let watermark = stored[record.source], seq <= watermark {
+                    result.duplicates.append((index, watermark))
+                } else {
+                    kept.append(record)
+                }
+            }
+            let records = kept
             if !records.isEmpty {
                 // One statement for the batch: arrays unnested in order (ids follow it).
                 try await connection.query(
@@ -26,7 +50,18 @@ extension PostgresStore: ClusterStore {
                     """, logger: self.logger)
                 _ = try await connection.query("SELECT pg_notify(\(Self.workChannel), 'inbox')", logger: self.logger).collect()
             }
+            // A watermark never moves back (another instance may be further on).
+            let checkpoints = checkpoints.map { checkpoint in
+                var checkpoint = checkpoint
+                if let other = stored[checkpoint.source], other > checkpoint.lastSeq ?? .min { checkpoint.lastSeq = other }
+                return checkpoint
+            }
             try await Self.store(checkpoints, on: connection, logger: self.logger)
+            result.watermarks = stored
+            for checkpoint in checkpoints {
+                if let lastSeq = checkpoint.lastSeq { result.watermarks[checkpoint.source] = lastSeq }
+            }
+            return result
         }
     }
 
@@ -72,6 +107,31 @@ extension PostgresStore: ClusterStore {
             for try await value in rows.decode(Int64.self) { now = value }
         }
         return now
+    }
+
+    /// Before the socket's `seq` was shared by every instance (issue 22), each instance filed its
+    /// socket's checkpoint under its name (`node-1/socket`): the shared `socket` takes the
+    /// highest of their watermarks, once, and they go.
+    public func adoptInstanceSocketCheckpoints() async throws {
+        try await transaction(writerLock: false) { connection in
+            try await connection.query(
+                """
+                INSERT INTO source_checkpoint (source, last_seq, position, file_identity)
+                SELECT 'socket', max(last_seq), 0, NULL FROM source_checkpoint WHERE source LIKE '%/socket' HAVING count(*) > 0
+                ON CONFLICT (source) DO NOTHING
+                """, logger: self.logger)
+            try await connection.query("DELETE FROM source_checkpoint WHERE source LIKE '%/socket'", logger: self.logger)
+        }
+    }
+
+    public func instanceState(named name: String) async throws -> (heartbeatAt: Int64, retiring: Bool, address: String, now: Int64)? {
+        var state: (Int64, Bool, String, Int64)?
+        try await run { client in
+            let rows = try await client.query(
+                "SELECT heartbeat_at, retiring, address, \(unescaped: Self.databaseMilliseconds) FROM instance WHERE name = \(name)")
+            for try await row in rows.decode((Int64, Bool, String, Int64).self) { state = row }
+        }
+        return state.map { (heartbeatAt: $0.0, retiring: $0.1, address: $0.2, now: $0.3) }
     }
 
     /// Marks a new start of `instance` (its uptime counts from now).
@@ -173,6 +233,9 @@ extension PostgresStore: ClusterStore {
                 RETURNING id
                 """
             ).collect().count
+            // Instances silent for a day are forgotten (their claims were released long ago;
+            // instances named after their process leave a row at every crash).
+            try await client.query("DELETE FROM instance WHERE heartbeat_at < \(unescaped: Self.databaseMilliseconds) - 86400000")
         }
         return released
     }

@@ -145,10 +145,18 @@ struct MultiInstanceTests {
         let victim = "node-2"
         let held = try Self.owners(server, database).filter { $0.value == victim }.map(\.key)
         #expect(held.count == 2)
+        let before = try Self.delivered(fakes).mapValues { Set($0).count }
         kill(services[1].process.processIdentifier, SIGKILL)
         services[1].process.waitUntilExit()
         let killed = Date()
         try feed((Self.records / 2 + 1)...Self.records)
+        // Every subscription delivers again within 10 s, those whose head notification the dead
+        // instance had claimed included (its claims go with its leases).
+        try await ServiceEndToEndTests.eventually("every subscription delivering again", timeout: 10) {
+            let now = try Self.delivered(fakes).mapValues { Set($0).count }
+            return subscriptions.values.allSatisfy { (now[$0] ?? 0) > (before[$0] ?? 0) }
+        }
+        print("every subscription delivering again after SIGKILL: \(String(format: "%.2f", Date().timeIntervalSince(killed))) s")
 
         try await ServiceEndToEndTests.eventually("node-2's applications taken over", timeout: 30) {
             let owners = try Self.owners(server, database)
@@ -202,5 +210,52 @@ struct MultiInstanceTests {
         print("handover after SIGTERM: \(String(format: "%.2f", handover)) s")
         #expect(handover <= 3, "handed over after \(handover) s")
         #expect(services[0].stop() == 0)
+    }
+
+    @Test("instances started without a name get one each; a record resent to another instance after a lost ack is applied once")
+    func unnamedInstancesAndResends() async throws {
+        let server = try PostgresTestServer.shared.get()
+        let database = try server.createDatabase()
+        var folders: [URL] = []
+        var services: [RunningService] = []
+        for index in 1...2 {
+            let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-unnamed-\(UUID().uuidString.prefix(8))-\(index)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            let config = """
+                store: {postgres: "\(database)"}
+                ingest: {socket: ./in.sock, deadLetter: ./dead.ndjson}
+                http: {port: 0}
+                apps: {app1: {auth: {hs256Secret: "\(Self.secret("app1"))"}}}
+                """
+            try Data(config.utf8).write(to: folder.appendingPathComponent("pushdispatch.yaml"))
+            folders.append(folder)
+            services.append(try RunningService(config: folder.appendingPathComponent("pushdispatch.yaml").path))
+        }
+        defer { for service in services where service.process.isRunning { _ = service.stop() } }
+        for service in services { _ = try await service.port() }
+        let name = String(database.split(separator: "/").last!)
+        try await ServiceEndToEndTests.eventually("two instances, two names") {
+            try server.psql(name, "SELECT count(DISTINCT name) FROM instance").text.trimmingCharacters(in: .whitespacesAndNewlines) == "2"
+        }
+        func send(_ folder: URL, _ seqs: ClosedRange<Int>) throws -> [JSON] {
+            let client = try SocketClient(path: folder.appendingPathComponent("in.sock").path)
+            defer { close(client.descriptor) }
+            client.send(seqs.map { #"{"seq":\#($0),"app":"app1","op":"put","path":"/n","data":\#($0)}"# + "\n" }.joined())
+            return try client.answers(seqs.count, timeout: 30).map { try JSONParser.parse(Array($0.utf8)) }
+        }
+        // 1 to 5 through the first; its acks of 3 to 5 are "lost": the client sends 3 to 8 to the second.
+        #expect(try send(folders[0], 1...5).allSatisfy { $0["ok"] == true })
+        let resent = try send(folders[1], 3...8)
+        #expect(resent.prefix(3).allSatisfy { $0["ok"] == false }, "\(resent)")
+        #expect(resent.first?["error"]?.stringValue?.contains("was accepted already from this source (through another instance") == true)
+        #expect(resent.suffix(3).allSatisfy { $0["ok"] == true }, "\(resent)")
+        // Applied once each: the tree's journal holds 8 records (the inbox is drained into it).
+        try await ServiceEndToEndTests.eventually("8 records journalled, none waiting") {
+            let counts = try server.psql(
+                name,
+                #"SELECT (SELECT count(*) FROM inbox) || '/' || (SELECT coalesce(sum(array_length(regexp_split_to_array(convert_from(records, 'UTF8'), '"seq":'), 1) - 1), 0) FROM tree_journal)"#
+            ).text
+            return counts.trimmingCharacters(in: .whitespacesAndNewlines) == "0/8"
+        }
     }
 }

@@ -53,7 +53,7 @@ struct StoreTransferTests {
           .enabled(if: PostgresTestServer.enabled))
     func roundTrip() async throws {
         let (sqlite, bytes) = try await exported()
-        let (contents, counts) = try StoreTransfer.parse(bytes, instance: "node-1")
+        let (contents, counts) = try StoreTransfer.parse(bytes, machine: "node-1")
         #expect(counts.subscriptions == 4 && counts.serviceKeys == 1 && counts.trees == 1 && counts.checkpoints == 1 && counts.notifications == 3)
         let url = try PostgresTestServer.shared.get().createDatabase()
         let postgres = try await PostgresStore.open(url: url, logger: Self.logger)
@@ -87,7 +87,7 @@ struct StoreTransferTests {
         func joined(_ lines: [[UInt8]]) -> [UInt8] { lines.flatMap { $0 + [10] } }
         func refused(_ damaged: [UInt8]) -> String? {
             do {
-                _ = try StoreTransfer.parse(damaged, instance: "node-1")
+                _ = try StoreTransfer.parse(damaged, machine: "node-1")
                 return nil
             } catch {
                 return "\(error)"

@@ -7,7 +7,13 @@ public protocol ClusterStore: IngestStore {
 
     /// Stores accepted records and the sources' checkpoints in one transaction, and wakes the
     /// owners. Once it returns, the records are durable whatever becomes of this instance.
-    func enqueue(_ records: [InboxRecord], checkpoints: [SourceCheckpoint]) async throws
+    ///
+    /// A source's `seq` is the database stream's, shared by every instance (a client that lost
+    /// its instance sends what was not acknowledged to another): under the lock of the
+    /// sources' checkpoint rows, a record whose `seq` is at or below its source's stored
+    /// watermark is not stored (another instance accepted it) and is listed in the result,
+    /// and a watermark never moves back.
+    func enqueue(_ records: [InboxRecord], checkpoints: [SourceCheckpoint]) async throws -> EnqueueResult
 
     /// An application's waiting records, oldest first, at most `limit`.
     func inbox(app: String, limit: Int) async throws -> [InboxRecord]
@@ -20,6 +26,10 @@ public protocol ClusterStore: IngestStore {
 
     /// Records that this instance starts (its heartbeat, its address).
     func registerStart(instance: String, address: String) async throws
+
+    /// The instance row of `name`, if there is one: its heartbeat, whether it is retiring, and
+    /// the database's time now (milliseconds).
+    func instanceState(named name: String) async throws -> (heartbeatAt: Int64, retiring: Bool, address: String, now: Int64)?
 
     /// Records this instance's heartbeat; returns the database's time (milliseconds).
     @discardableResult
@@ -59,4 +69,18 @@ public protocol ClusterStore: IngestStore {
     /// Calls `wake` with every signal any instance sends, until the task is cancelled
     /// (reconnecting after a lost connection).
     func listen(_ wake: @escaping @Sendable (ClusterSignal) -> Void) async
+}
+
+/// What ``ClusterStore/enqueue(_:checkpoints:)`` did besides storing.
+public struct EnqueueResult: Sendable {
+    /// Indexes (in the records given) of records not stored: their source had accepted that
+    /// `seq` already, with the watermark it had then.
+    public var duplicates: [(index: Int, watermark: Int64)] = []
+    /// Each source's watermark after the commit.
+    public var watermarks: [String: Int64] = [:]
+
+    public init(duplicates: [(index: Int, watermark: Int64)] = [], watermarks: [String: Int64] = [:]) {
+        self.duplicates = duplicates
+        self.watermarks = watermarks
+    }
 }

@@ -10,12 +10,16 @@ public struct InboxRecord: Sendable, Equatable {
     public var position: Int64
     /// The line as received.
     public var line: [UInt8]
+    /// The record's `seq` (when enqueued: the store refuses one its source has accepted
+    /// already, through any instance).
+    public var seq: Int64?
 
-    public init(id: Int64 = 0, app: String, source: String, position: Int64, line: [UInt8]) {
+    public init(id: Int64 = 0, app: String, source: String, position: Int64, line: [UInt8], seq: Int64? = nil) {
         self.id = id
         self.app = app
         self.source = source
         self.position = position
         self.line = line
+        self.seq = seq
     }
 }

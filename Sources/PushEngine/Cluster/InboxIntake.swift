@@ -10,7 +10,8 @@ import ServiceLifecycle
 public struct InboxIntake: Service {
     let queue: IngestQueue
     let store: any ClusterStore
-    let instance: String
+    /// A source's checkpoint key (``SharedInstances/sourceKey(source:machine:)``).
+    let key: @Sendable (String) -> String
     /// This instance's sources' watermarks, by source key (`node-1/socket`).
     let checker: LineChecker
     let writer: BatchWriter
@@ -19,12 +20,12 @@ public struct InboxIntake: Service {
     let batchLines: Int
 
     public init(
-        queue: IngestQueue, store: any ClusterStore, instance: String, checker: LineChecker, writer: BatchWriter, clock: any ServiceClock,
-        batchLines: Int = 2_000, logger: Logger
+        queue: IngestQueue, store: any ClusterStore, key: @escaping @Sendable (String) -> String, checker: LineChecker, writer: BatchWriter,
+        clock: any ServiceClock, batchLines: Int = 2_000, logger: Logger
     ) {
         self.queue = queue
         self.store = store
-        self.instance = instance
+        self.key = key
         self.checker = checker
         self.writer = writer
         self.clock = clock
@@ -49,14 +50,18 @@ public struct InboxIntake: Service {
     }
 
     func take(_ lines: [IngestLine], _ checker: inout LineChecker) async throws {
-        let instance = self.instance
-        let key = { (source: String) in SharedInstances.sourceKey(instance: instance, source: source) }
-        let checked = checker.check(lines, now: clock.now, key: key)
+        let key = self.key
+        let now = clock.now
+        let checked = checker.check(lines, now: now, key: key)
         let records = checked.accepted.map { line, record in
-            InboxRecord(app: record.app, source: key(line.source), position: line.position, line: line.bytes)
+            InboxRecord(app: record.app, source: key(line.source), position: line.position, line: line.bytes, seq: record.seq)
         }
-        try await writer.accept(checked, "storing records in the inbox") {
-            try await store.enqueue(records, checkpoints: checked.checkpoints)
+        var watermarks: [String: Int64] = [:]
+        try await writer.accept(checked, "storing records in the inbox", now: now) {
+            let result = try await store.enqueue(records, checkpoints: checked.checkpoints)
+            watermarks = result.watermarks
+            return result.duplicates
         }
+        checker.adopt(watermarks)
     }
 }

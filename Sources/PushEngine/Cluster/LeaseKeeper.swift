@@ -67,7 +67,7 @@ public final class LeaseKeeper: Service, Sendable {
         var rounds = 0
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                try await round(releasingClaims: rounds % 5 == 0)
+                try await round(releasingClaims: true)
             } catch {
                 logger.error("application leases could not be renewed", metadata: ["error": "\(error)"])
             }

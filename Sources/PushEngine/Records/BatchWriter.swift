@@ -46,6 +46,20 @@ public struct BatchWriter: Sendable {
     /// Makes checked lines durable some other way than by a commit of their effects (the
     /// shared inbox, through `store`): the refused lines on disk first, then `store` (retried
     /// while it fails), then the answers and the counts.
+    /// Like ``accept(_:_:_:)``, for a store that may find accepted records accepted already
+    /// (a source shared by instances): `store` returns them, and they are refused as the checks
+    /// refuse a repeated `seq`.
+    public func accept(
+        _ checked: CheckedLines, _ what: String, now: Int64, _ store: () async throws -> [(index: Int, watermark: Int64)]
+    ) async throws {
+        try await writeLetters(checked.letters)
+        let duplicates = try await retryingIngestion(what, logger: logger, store)
+        var checked = checked
+        if !duplicates.isEmpty { try await writeLetters(checked.refuseAccepted(duplicates, now: now)) }
+        counters.committed(checked.counts)
+        for (ack, answer) in checked.answers { ack.complete(answer) }
+    }
+
     public func accept(_ checked: CheckedLines, _ what: String, _ store: () async throws -> Void) async throws {
         try await writeLetters(checked.letters)
         try await retryingIngestion(what, logger: logger, store)

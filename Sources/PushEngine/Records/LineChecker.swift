@@ -15,6 +15,12 @@ public struct LineChecker: Sendable {
         self.maxLineBytes = maxLineBytes
     }
 
+    /// Takes the watermarks the store holds now (a source shared with other instances moves
+    /// on without this checker): a watermark only moves forward.
+    public mutating func adopt(_ stored: [String: Int64]) {
+        for (source, seq) in stored where seq > watermarks[source] ?? .min { watermarks[source] = seq }
+    }
+
     /// Checks one line of the source whose watermark is kept under `source`; accepted, the
     /// watermark moves to the record's `seq`.
     public mutating func check(_ line: IngestLine, source: String) -> Result<ChangeRecord, RecordError> {
@@ -85,6 +91,30 @@ public struct CheckedLines: Sendable {
     public var counts = IngestCounters.Batch()
 
     public init() {}
+
+    /// Refuses records accepted here that the store found accepted already (their `seq`
+    /// came through another instance): returns their dead letters; their answers become
+    /// refusals and their counts move.
+    public mutating func refuseAccepted(_ duplicates: [(index: Int, watermark: Int64)], now: Int64) -> [DeadLetter] {
+        var letters: [DeadLetter] = []
+        var refused = Set<Int>()
+        for (index, watermark) in duplicates where accepted.indices.contains(index) {
+            let (line, record) = accepted[index]
+            refused.insert(index)
+            let error = RecordError(
+                "seq \(record.seq) was accepted already from this source (through another instance; last accepted \(watermark)): "
+                    + "a resend is not applied twice", seq: record.seq)
+            counts.ingested[line.source, default: 1] -= 1
+            counts.rejected[IngestCounters.reasonLabel(error.reason), default: 0] += 1
+            letters.append(DeadLetter(timestamp: now, source: line.source, position: line.position, reason: error.reason, line: line.bytes))
+            if let ack = line.ack, let at = answers.firstIndex(where: { $0.0 === ack }) {
+                answers[at] = (ack, .rejected(seq: record.seq, reason: error.reason))
+            }
+        }
+        accepted = accepted.enumerated().filter { !refused.contains($0.offset) }.map(\.element)
+        self.letters += letters
+        return letters
+    }
 
     /// Refuses `line` for `error`: dead-lettered, answered, counted.
     public mutating func reject(_ line: IngestLine, _ error: RecordError, now: Int64) {

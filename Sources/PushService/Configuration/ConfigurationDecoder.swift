@@ -105,6 +105,7 @@ struct ConfigurationDecoder {
                 report.add("\(instanceSection.label("name")): expected 1 to 64 characters among letters, digits, '.', '_' and '-'")
             } else {
                 configuration.instanceName = name
+                configuration.instanceNamePinned = true
             }
         }
         if let mode = instanceSection.string("mode") {

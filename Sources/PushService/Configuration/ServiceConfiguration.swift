@@ -76,9 +76,26 @@ public struct ServiceConfiguration: Sendable {
     public var delivery: Delivery
     public var expiry: Expiry
     /// `instance.name`: this instance's name among several on one PostgreSQL store (its
-    /// sources' checkpoints, its delivery claims and its leases are filed under it, so it must
-    /// stay the same across restarts and differ between instances). Default: the host name.
-    public var instanceName: String = ProcessInfo.processInfo.hostName
+    /// delivery claims and its leases are filed under it; a name a live instance holds is
+    /// refused). Default: unique to this process, `<host name>-<process id>`.
+    public var instanceName: String = Self.processName
+    /// Whether `instance.name` was set (else ``instanceName`` is this process's own).
+    public var instanceNamePinned = false
+
+    /// The default instance name: the host name and the process id, so that processes started
+    /// without a name on one host never share one (a name is cut to 64 characters).
+    static var processName: String {
+        let pid = "-\(ProcessInfo.processInfo.processIdentifier)"
+        let host = String(ProcessInfo.processInfo.hostName.unicodeScalars.filter {
+            $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0))
+        }.prefix(64 - pid.count))
+        return (host.isEmpty ? "pushdispatch" : host) + pid
+    }
+
+    /// What a queue file's checkpoint is filed under on PostgreSQL: the pinned `instance.name`,
+    /// else the host name (a queue file is a file of one machine, read again by the process
+    /// that restarts there).
+    public var machineName: String { instanceNamePinned ? instanceName : ProcessInfo.processInfo.hostName }
     /// `instance.mode`: `single` or `shared`. Default: `single` on SQLite, `shared` on
     /// PostgreSQL (several instances may join; `single` there refuses to share the database).
     public var instanceMode: InstanceMode

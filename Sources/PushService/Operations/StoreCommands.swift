@@ -53,7 +53,8 @@ public enum StoreCommands {
     }
 
     /// Loads an export file into the configured PostgreSQL store, all of it or nothing.
-    /// Checkpoints are filed under the configuration's `instance.name`.
+    /// A queue file's checkpoint is filed under the configuration's pinned `instance.name` (or
+    /// the host name), the socket's under `socket`, shared by every instance.
     public static func `import`(_ configuration: ServiceConfiguration, from input: String) async throws -> (counts: StoreTransfer.Counts, location: String) {
         guard case .postgres(let url) = configuration.store else {
             throw TransferError(.notPostgreSQL, "import fills a PostgreSQL store; the configuration names store.sqlite")
@@ -61,7 +62,7 @@ public enum StoreCommands {
         guard let data = FileManager.default.contents(atPath: input) else {
             throw TransferError(.file, "cannot read the export \(input): no such file or not readable")
         }
-        let (contents, counts) = try StoreTransfer.parse([UInt8](data), instance: configuration.instanceName)
+        let (contents, counts) = try StoreTransfer.parse([UInt8](data), machine: configuration.machineName)
         let store = try await PostgresStore.open(url: url, logger: quietLogger())
         defer { store.close() }
         try await store.importContents(contents)

@@ -55,11 +55,12 @@ enum Deployments {
                         "instance.mode: single, but \(waiting) records accepted by shared instances wait in the inbox of \(store.location); "
                             + "run with instance.mode: shared until they are processed")
                 }
+                try await store.adoptInstanceSocketCheckpoints()
             } catch {
                 store.close()
                 throw error
             }
-            return SingleInstance(postgres: store, instance: configuration.instanceName)
+            return SingleInstance(postgres: store, instance: configuration.instanceName, machine: configuration.machineName)
         case (.postgres(let url), .shared):
             let store = try await PostgresStore.open(url: url, logger: logger)
             do {
@@ -67,11 +68,13 @@ enum Deployments {
                     throw ConfigurationError(
                         "instance.mode: shared, but a single instance (instance.mode: single) uses \(store.location) alone; stop it first")
                 }
+                try await store.adoptInstanceSocketCheckpoints()
             } catch {
                 store.close()
                 throw error
             }
-            return SharedInstance(store: store, instance: configuration.instanceName, configuredAddress: configuration.http.advertised)
+            return SharedInstance(
+                store: store, instance: configuration.instanceName, machine: configuration.machineName, configuredAddress: configuration.http.advertised)
         }
     }
 

@@ -9,25 +9,29 @@ import PushStore
 struct SharedInstance: Deployment {
     let shared: any SharedStore
     let instance: String
+    /// What a queue file's checkpoint is filed under (``ServiceConfiguration/machineName``).
+    let machine: String
     /// `http.host:http.port` until the server listens.
     let configuredAddress: String
     let releasesEveryClaimAtStart = false
 
-    init(store: any SharedStore, instance: String, configuredAddress: String) {
+    init(store: any SharedStore, instance: String, machine: String, configuredAddress: String) {
         self.shared = store
         self.instance = instance
+        self.machine = machine
         self.configuredAddress = configuredAddress
     }
 
     var store: any RuntimeStore { shared }
 
-    func checkpointKey(_ source: String) -> String { SharedInstances.sourceKey(instance: instance, source: source) }
+    func checkpointKey(_ source: String) -> String { SharedInstances.sourceKey(source: source, machine: machine) }
 
     func treeView(clock: any ServiceClock) -> TreeView {
         TreeView(store: shared, clock: clock)
     }
 
     func processing(_ parts: ServiceParts) async throws -> Processing {
+        try await SharedInstances.claimName(instance, store: shared)
         try await shared.registerStart(instance: instance, address: parts.address.current)
         let wake = Wakeup()
         let outbox = SharedOutbox(store: shared, local: parts.delivery)
@@ -43,8 +47,9 @@ struct SharedInstance: Deployment {
             batchLines: parts.tuning.ingest.batchLines, logger: parts.logger)
         let listener = ClusterListener(store: shared, index: parts.registry, owner: wake, outbox: parts.delivery)
         let checker = LineChecker(watermarks: parts.checkpoints.compactMapValues(\.lastSeq), maxLineBytes: parts.tuning.maxLineBytes)
+        let machine = self.machine
         let intake = InboxIntake(
-            queue: parts.queue, store: shared, instance: instance, checker: checker, writer: writer, clock: parts.clock,
+            queue: parts.queue, store: shared, key: { SharedInstances.sourceKey(source: $0, machine: machine) }, checker: checker, writer: writer, clock: parts.clock,
             batchLines: parts.tuning.ingest.batchLines, logger: parts.logger)
         // The outbox signal starts before the owner and stops after it: the owner's last commits
         // still wake the other instances.

@@ -11,6 +11,8 @@ struct SingleInstance: Deployment {
     /// On PostgreSQL, checkpoints are filed under the instance's name, as shared instances file
     /// theirs: a database moves between the modes without reading its sources again.
     let filesCheckpointsUnderName: Bool
+    /// PostgreSQL: what a queue file's checkpoint is filed under.
+    let machine: String
     let releasesEveryClaimAtStart = true
     /// SQLite: the lock on the database file that keeps a second `run` off it.
     let lock: ProcessLock?
@@ -20,20 +22,23 @@ struct SingleInstance: Deployment {
     init(sqlite store: SQLiteStore, lock: ProcessLock) {
         self.store = store
         self.lock = lock
+        self.machine = ""
         self.instance = "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
         self.filesCheckpointsUnderName = false
     }
 
-    /// PostgreSQL held alone: checkpoints and claims under `instance.name`.
-    init(postgres store: PostgresStore, instance: String) {
+    /// PostgreSQL held alone: checkpoints filed as shared instances file theirs, claims under
+    /// `instance.name`.
+    init(postgres store: PostgresStore, instance: String, machine: String) {
         self.store = store
+        self.machine = machine
         self.lock = nil
         self.instance = instance
         self.filesCheckpointsUnderName = true
     }
 
     func checkpointKey(_ source: String) -> String {
-        filesCheckpointsUnderName ? SharedInstances.sourceKey(instance: instance, source: source) : source
+        filesCheckpointsUnderName ? SharedInstances.sourceKey(source: source, machine: machine) : source
     }
 
     func treeView(clock: any ServiceClock) -> TreeView {

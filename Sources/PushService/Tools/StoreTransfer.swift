@@ -99,9 +99,10 @@ public enum StoreTransfer {
         return counts
     }
 
-    /// Reads an export. Sources' checkpoints are filed under `instance` (several instances
-    /// name their sources `instance/source`) unless they name an instance already.
-    public static func parse(_ bytes: [UInt8], instance: String) throws -> (StoreContents, Counts) {
+    /// Reads an export. Sources' checkpoints are filed as PostgreSQL files them
+    /// (``SharedInstances/sourceKey(source:machine:)``: the socket's shared, a queue file's
+    /// under `machine`) unless they name a machine already.
+    public static func parse(_ bytes: [UInt8], machine: String) throws -> (StoreContents, Counts) {
         var contents = StoreContents()
         var counts = Counts()
         var ended = false
@@ -171,7 +172,7 @@ public enum StoreTransfer {
                 counts.trees += 1
             case "checkpoint":
                 var source = try string("source")
-                if !source.contains("/") { source = "\(instance)/\(source)" }
+                if !source.contains("/") { source = SharedInstances.sourceKey(source: source, machine: machine) }
                 let position = try integer("position")
                 guard position >= 0 else { throw fail("position: expected 0 or more") }
                 guard checkpointSources.insert(source).inserted else { throw fail("a second checkpoint for source \(JSONWriter.quoted(source))") }
