@@ -27,6 +27,8 @@ public struct APIError: HTTPResponseError, Sendable, Equatable {
         public static let methodNotAllowed = Code("method_not_allowed")
         /// The subscription exists already (409).
         public static let conflict = Code("conflict")
+        /// 429: the user has as many subscriptions as `subscriptions.maxPerUser` allows.
+        public static let tooManySubscriptions = Code("too_many_subscriptions")
         /// The body is larger than the limit (413).
         public static let payloadTooLarge = Code("payload_too_large")
         /// The body is not `application/json` (415).

@@ -104,7 +104,7 @@ public struct SubscriptionAPI: Sendable {
         let subscription = Subscription(
             id: id, tuple: tuple, mode: subscriptionRequest.mode, format: subscriptionRequest.format,
             encryption: subscriptionRequest.encryption, createdAt: now, expiresAt: expiresAt, auth: claims)
-        switch try await store.save(subscription, allowUpdate: allowsUpdate) {
+        switch try await store.save(subscription, allowUpdate: allowsUpdate, maxPerUser: application.rules.maxPerUser) {
         case .created(let created):
             await index.catchUp()
             return document(created, status: .created)
@@ -114,6 +114,11 @@ public struct SubscriptionAPI: Sendable {
         case .conflict(let existing):
             throw APIError.conflict(
                 "this subscription exists already (id \(existing.id)); add ?allowsUpdate=true to refresh it")
+        case .tooMany(let count):
+            throw APIError(
+                .tooManyRequests, .tooManySubscriptions,
+                "\(quotedText(uid)) has \(count) subscriptions in \(quotedText(application.id)), the most subscriptions.maxPerUser allows; "
+                    + "remove some (DELETE) or let them expire")
         }
     }
 

@@ -73,6 +73,10 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
     static let columns = "handle, id, app, uid, kind, destination, path, context, mode, format, encryption, created_at, expires_at, auth"
 
     public func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome {
+        try await save(subscription, allowUpdate: allowUpdate, maxPerUser: nil)
+    }
+
+    public func save(_ subscription: Subscription, allowUpdate: Bool, maxPerUser: Int?) async throws -> SaveOutcome {
         try await writing(subscriptionID: subscription.id) { connection in
             let rows = try await connection.query(
                 "SELECT \(unescaped: Self.columns) FROM subscription WHERE id = \(subscription.id)", logger: self.logger
@@ -93,6 +97,14 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
                 return .refreshed(refreshed)
             }
             let tuple = subscription.tuple
+            if let maxPerUser {
+                // Under the subscription writers' lock: no other create commits meanwhile.
+                let rows = try await connection.query(
+                    "SELECT count(*) FROM subscription WHERE app = \(tuple.app) AND uid = \(tuple.uid)", logger: self.logger
+                ).collect()
+                let count = Int(try rows.first?.decode(Int64.self) ?? 0)
+                if count >= maxPerUser { return .tooMany(count: count) }
+            }
             let inserted = try await connection.query(
                 """
                 INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption, created_at, expires_at, auth)

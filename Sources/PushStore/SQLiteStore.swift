@@ -55,6 +55,10 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     // MARK: - Subscriptions
 
     public func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome {
+        try await save(subscription, allowUpdate: allowUpdate, maxPerUser: nil)
+    }
+
+    public func save(_ subscription: Subscription, allowUpdate: Bool, maxPerUser: Int?) async throws -> SaveOutcome {
         try await write(subscriptionID: subscription.id) { db in
             // Cached statements: creates are the API's hot path, and preparing these each time
             // (parse, plan, authorizer) costs more than running them.
@@ -72,6 +76,11 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
                 return .refreshed(refreshed)
             }
             let tuple = subscription.tuple
+            if let maxPerUser {
+                let count = try Int.fetchOne(
+                    db.cachedStatement(sql: "SELECT count(*) FROM subscription WHERE app = ? AND uid = ?"), arguments: [tuple.app, tuple.uid]) ?? 0
+                if count >= maxPerUser { return .tooMany(count: count) }
+            }
             try db.cachedStatement(
                 sql: """
                     INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption,

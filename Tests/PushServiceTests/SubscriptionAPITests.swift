@@ -4,6 +4,7 @@ import PushCore
 import PushJOSE
 import PushStore
 @testable import PushService
+import PushTestSupport
 import Testing
 
 @Suite("Subscription REST API over HTTP", .serialized)
@@ -16,6 +17,47 @@ struct SubscriptionAPITests {
         try await service.start()
         do {
             try await body(service)
+        } catch {
+            await service.shutdown()
+            throw error
+        }
+        await service.shutdown()
+    }
+
+    @Test("subscriptions.maxPerUser: a create past it is 429 too_many_subscriptions; refreshes and other users go on", arguments: [false, true])
+    func maxPerUser(postgres: Bool) async throws {
+        if postgres && !PostgresTestServer.enabled { return }
+        let store = postgres ? "{postgres: \"\(try PostgresTestServer.shared.get().createDatabase())\"}" : "{sqlite: ./store.db}"
+        let service = try ServiceHarness(store: store)
+        let url = service.folder.appendingPathComponent("pushdispatch.yaml")
+        let text = try String(contentsOf: url, encoding: .utf8).replacingOccurrences(of: "maxLifetime: 30d}", with: "maxLifetime: 30d, maxPerUser: 3}")
+        try Data(text.utf8).write(to: url)
+        try await service.start()
+        do {
+            let token = try service.token()
+            func create(_ n: Int, query: String = "") async throws -> ServiceHarness.Reply {
+                try await service.send(
+                    .POST, Self.collection + query, body: #"{"kind":"mobile","path":"/users/u1/n\#(n)","context":"fcm-token-1"}"#, token: token)
+            }
+            var ids: [String] = []
+            for n in 1...3 {
+                let reply = try await create(n)
+                #expect(reply.status == 201)
+                ids.append(reply.json?["id"]?.stringValue ?? "")
+            }
+            let refused = try await create(4)
+            #expect(refused.status == 429 && refused.json?["error"] == "too_many_subscriptions", "\(refused.body)")
+            #expect(refused.json?["message"]?.stringValue?.contains("has 3 subscriptions") == true)
+            // A refresh of one of the three is not a new one.
+            #expect(try await create(2, query: "?allowsUpdate=true").status == 200)
+            // Another user has a limit of their own.
+            let other = try await service.send(
+                .POST, "/datasync/v2/toto/subscriptions/u2", body: #"{"kind":"mobile","path":"/users/u2/a","context":"t"}"#,
+                token: try service.token(subject: "u2"))
+            #expect(other.status == 201)
+            // One removed, one more fits.
+            #expect(try await service.send(.DELETE, Self.collection + "/" + ids[0], token: token).status == 204)
+            #expect(try await create(4).status == 201)
         } catch {
             await service.shutdown()
             throw error

@@ -111,6 +111,9 @@ public struct SubscriptionRules: Sendable {
     /// Names of the application's webhooks.
     public var webhooks: Set<String>
     public var lifetimes: SubscriptionLifetimes
+    /// Subscriptions one user may have in the application (`subscriptions.maxPerUser`; `nil`:
+    /// no limit).
+    public var maxPerUser: Int? = 100
     /// Checks an `encryption` block against the application's keys (PushJOSE knows how).
     public var checkEncryption: @Sendable (EncryptionSpec) throws(RequestError) -> Void
 

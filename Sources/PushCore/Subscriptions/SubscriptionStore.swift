@@ -7,6 +7,8 @@ public enum SaveOutcome: Sendable, Equatable {
     case refreshed(Subscription)
     /// The tuple existed and refreshing was not allowed: the existing subscription.
     case conflict(Subscription)
+    /// A new subscription, refused: its user has `count` already, the most allowed.
+    case tooMany(count: Int)
 }
 
 /// A committed change to the subscriptions, in commit order: what keeps every in-memory index
@@ -73,6 +75,11 @@ public protocol SubscriptionStore: Sendable {
     /// Stores a subscription. When its tuple exists: refreshes it if `allowUpdate`, else
     /// reports the conflict. Atomic: of concurrent saves of one tuple, one creates.
     func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome
+
+    /// ``save(_:allowUpdate:)``, refusing a new subscription (``SaveOutcome/tooMany(count:)``)
+    /// when its user has `maxPerUser` in its application already; counted in the same
+    /// transaction as the insert, so that concurrent creates cannot pass the limit together.
+    func save(_ subscription: Subscription, allowUpdate: Bool, maxPerUser: Int?) async throws -> SaveOutcome
 
     func subscription(app: String, uid: String, id: String) async throws -> Subscription?
 

@@ -72,9 +72,10 @@ struct PreparedApplication: Sendable {
             }
         }
         let factory = EventSealerFactory(keys: keys)
-        let rules = SubscriptionRules(
+        var rules = SubscriptionRules(
             webhooks: Set(app.webhooks.keys), lifetimes: app.subscriptions.lifetimes,
             checkEncryption: { spec throws(RequestError) in try factory.checkEncryption(spec) })
+        rules.maxPerUser = app.subscriptions.maxPerUser
         return PreparedApplication(
             id: id, keys: keys, signingKey: signingKey, rules: rules,
             settings: PipelineSettings(maxWeight: app.subscriptions.maxWeight, rules: app.rules?.rules), verifier: verifier,

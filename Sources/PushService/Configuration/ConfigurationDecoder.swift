@@ -200,9 +200,10 @@ struct ConfigurationDecoder {
             report.add("\(lifetimes.label("defaultLifetime")): longer than maxLifetime")
             defaultLifetime = maxLifetime
         }
-        let subscriptions = AppConfiguration.Subscriptions(
+        var subscriptions = AppConfiguration.Subscriptions(
             defaultLifetime: defaultLifetime, maxLifetime: maxLifetime,
             maxWeight: Int(lifetimes.size("maxWeight", range: 1...(1 << 30)) ?? 1 << 20))
+        if let maxPerUser = lifetimes.integer("maxPerUser", range: 1...1_000_000, expected: "a number of subscriptions, 1 to 1000000") { subscriptions.maxPerUser = Int(maxPerUser) }
         let keys = section.path("keys", mustExist: true)
         if let keys { section.warnIfShared("keys", file: keys) }  // symmetric keys and private signing keys
         return AppConfiguration(

@@ -40,7 +40,9 @@ indirect enum ConfigurationSchema: Sendable {
             "signingKey": .leaf(.string),
             // A file path, or the rules document inline (its keys are the rules', not checked here).
             "rules": .leaf(.string),
-            "subscriptions": .object(["defaultLifetime": .leaf(.duration), "maxLifetime": .leaf(.duration), "maxWeight": .leaf(.size)]),
+            "subscriptions": .object([
+                "defaultLifetime": .leaf(.duration), "maxLifetime": .leaf(.duration), "maxWeight": .leaf(.size), "maxPerUser": .leaf(.integer),
+            ]),
         ])),
     ])
 }

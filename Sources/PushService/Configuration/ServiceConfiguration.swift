@@ -179,6 +179,9 @@ public struct AppConfiguration: Sendable, Equatable {
         public var maxLifetime: Duration
         /// Default 1MiB.
         public var maxWeight: Int
+        /// `maxPerUser`: subscriptions one user may hold in the application; a create past it
+        /// is answered 429 `too_many_subscriptions`. Default 100.
+        public var maxPerUser: Int = 100
 
         public var lifetimes: SubscriptionLifetimes {
             SubscriptionLifetimes(defaultLifetime: defaultLifetime.components.seconds, maxLifetime: maxLifetime.components.seconds)
