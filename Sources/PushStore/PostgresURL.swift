@@ -16,9 +16,6 @@ struct PostgresURL: Sendable, CustomStringConvertible, CustomDebugStringConverti
     let database: String?
     let tls: PostgresTLS
 
-    /// The query parameters a URL may carry (libpq's names); any other is refused.
-    static let parameters = ["sslmode", "sslrootcert"]
-
     /// Parses `url` (nothing is read or connected yet). Throws ``StoreError/Kind/unavailable``
     /// with a message that names `store.postgres`, what is wrong and what was expected.
     init(_ url: String) throws {
@@ -30,24 +27,13 @@ struct PostgresURL: Sendable, CustomStringConvertible, CustomDebugStringConverti
         if let port = components.port, !(1...65535).contains(port) {
             throw StoreError.unavailable("store.postgres: the port \(port) is not 1 to 65535")
         }
-        var values: [String: String?] = [:]
-        for item in components.queryItems ?? [] {
-            guard Self.parameters.contains(item.name) else {
-                throw StoreError.unavailable(
-                    "store.postgres: unknown parameter \(item.name.isEmpty ? "(empty)" : item.name); accepted: \(Self.parameters.joined(separator: ", "))")
-            }
-            guard values[item.name] == nil else {
-                throw StoreError.unavailable("store.postgres: the parameter \(item.name) is given twice; expected it once")
-            }
-            values[item.name] = .some(item.value)
-        }
         let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : ""
         self.host = host
         self.port = components.port ?? 5432
         self.user = user
         self.password = components.password
         self.database = database.isEmpty ? nil : database
-        self.tls = try PostgresTLS(sslmode: values["sslmode"], sslrootcert: values["sslrootcert"])
+        self.tls = try PostgresTLS(query: components.queryItems ?? [])
     }
 
     /// Where it is, without the password (messages).
@@ -176,6 +162,25 @@ struct PostgresTLS: Equatable, Sendable {
     /// Whether `sslrootcert=system` was given (then only `verify-full` is accepted).
     private let explicitSystemRoots: Bool
 
+    /// The query parameters a URL may carry (libpq's names); any other is refused.
+    static let parameters = ["sslmode", "sslrootcert"]
+
+    /// From the URL's query: `sslmode` and `sslrootcert`, each once at most, and nothing else.
+    init(query: [URLQueryItem]) throws {
+        var values: [String: String?] = [:]
+        for item in query {
+            guard Self.parameters.contains(item.name) else {
+                throw StoreError.unavailable(
+                    "store.postgres: unknown parameter \(item.name.isEmpty ? "(empty)" : item.name); accepted: \(Self.parameters.joined(separator: ", "))")
+            }
+            guard values[item.name] == nil else {
+                throw StoreError.unavailable("store.postgres: the parameter \(item.name) is given twice; expected it once")
+            }
+            values[item.name] = .some(item.value)
+        }
+        try self.init(sslmode: values["sslmode"], sslrootcert: values["sslrootcert"])
+    }
+
     /// From the URL's parameters: absent (`nil`), or given with a value or none (`.some(nil)`).
     init(sslmode: String??, sslrootcert: String??) throws {
         switch sslrootcert {
@@ -253,5 +258,22 @@ struct PostgresTLS: Equatable, Sendable {
             throw StoreError.unavailable("store.postgres: sslrootcert=\(path): no certificate in it; expected a PEM file of CA certificates")
         }
         return certificates
+    }
+}
+
+extension PostgresStore {
+    /// What is wrong with the TLS parameters of a `store.postgres` URL (`sslmode`,
+    /// `sslrootcert` and nothing else; the `sslrootcert` file is read), found without
+    /// connecting, so that `config check` refuses what ``open(url:logger:)`` would; `nil` when
+    /// nothing is. The message follows the key's name and never holds the password.
+    public static func tlsProblem(url: String) -> String? {
+        guard let components = URLComponents(string: url) else { return nil }  // the URL's form: see open(url:logger:)
+        do {
+            _ = try PostgresTLS(query: components.queryItems ?? []).configuration()
+            return nil
+        } catch {
+            let message = (error as? StoreError)?.detail ?? "\(error)"
+            return message.hasPrefix("store.postgres: ") ? String(message.dropFirst("store.postgres: ".count)) : message
+        }
     }
 }
