@@ -39,11 +39,16 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         self.location = location
     }
 
-    /// Connects to `url` (`postgres://user:password@host:port/database`), runs the client and
-    /// migrates the schema (guarded by an advisory lock: of instances starting together, one
-    /// migrates and the others then find it done).
+    /// Connects to `url` (`postgres://user:password@host:port/database`, with `sslmode` and
+    /// `sslrootcert` as in libpq: ``PostgresTLS``), runs the client and migrates the schema
+    /// (guarded by an advisory lock: of instances starting together, one migrates and the
+    /// others then find it done). One connection is made first, alone, so that a server that
+    /// refuses it or a certificate that fails verification is reported at once, with its reason.
     public static func open(url: String, logger: Logger) async throws -> PostgresStore {
-        let (configuration, location) = try PostgresURL.configuration(url)
+        let target = try PostgresURL(url)
+        let (configuration, check) = try target.configurations()
+        try await target.check(check, logger: logger)
+        let location = target.location
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
         let runner = Task { await client.run() }
         // Queries made before `run()` started wait for it (and warn): give it a moment.
@@ -371,30 +376,5 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
                 context: kind != .webhook || !context.isEmpty ? context : nil),
             mode: try SQLiteStore.mode(modeText), format: format, encryption: encryption, createdAt: createdAt, expiresAt: expiresAt,
             handle: handle, auth: try authText.map { try SQLiteStore.parse($0, what: "auth") })
-    }
-}
-
-/// `postgres://user:password@host:port/database` → a client configuration (TLS off: a
-/// database next to the service, or reached through a tunnel; `?sslmode=require` is refused
-/// until TLS is configured).
-enum PostgresURL {
-    static func configuration(_ url: String) throws -> (PostgresClient.Configuration, location: String) {
-        guard let components = URLComponents(string: url), ["postgres", "postgresql"].contains(components.scheme ?? ""),
-            let host = components.host, !host.isEmpty, let user = components.user, !user.isEmpty
-        else {
-            throw StoreError.unavailable("store.postgres: expected postgres://user:password@host:port/database")
-        }
-        if let port = components.port, !(1...65535).contains(port) {
-            throw StoreError.unavailable("store.postgres: the port \(port) is not 1 to 65535")
-        }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : ""
-        if let mode = components.queryItems?.first(where: { $0.name == "sslmode" })?.value, !["disable", "prefer", "allow"].contains(mode) {
-            throw StoreError.unavailable("store.postgres: sslmode=\(mode) is not supported yet; use sslmode=disable")
-        }
-        var configuration = PostgresClient.Configuration(
-            host: host, port: components.port ?? 5432, username: user, password: components.password,
-            database: database.isEmpty ? nil : database, tls: .disable)
-        configuration.options.maximumConnections = 16
-        return (configuration, "\(host):\(components.port ?? 5432)/\(database)")
     }
 }

@@ -11,12 +11,27 @@ import Glibc
 /// (`postgres://user@host:port`) points the tests at an existing server instead.
 ///
 /// Each test takes a database of its own (``createDatabase()``).
+///
+/// ``tls`` is a second cluster that accepts only TLS connections, with a certificate made for
+/// the run (``Certificates``).
 public final class PostgresTestServer: Sendable {
     public let host: String
     public let port: Int
     public let user: String
     let dataFolder: String?
     let binaries: String?
+    /// The CA files of a TLS cluster (``tls``); `nil` for a cluster in clear.
+    public let certificates: Certificates?
+
+    /// The certificates of a TLS cluster, made with the `openssl` tool for the run, in PEM files.
+    /// The server's certificate names `localhost` only (DNS:localhost, no IP address): a client
+    /// that checks the host name accepts it at `localhost` and refuses it at 127.0.0.1.
+    public struct Certificates: Sendable {
+        /// The CA that signed the server's certificate.
+        public let ca: String
+        /// Another CA, which signed nothing the server shows.
+        public let otherCA: String
+    }
 
     /// Whether the PostgreSQL tests run: a server could be started, or CI requires them
     /// (`TEST_PUSHDISPATCH_REQUIRE_POSTGRES=1`: they then fail and say why). (Not
@@ -29,12 +44,25 @@ public final class PostgresTestServer: Sendable {
     /// The server, started on first use; or why none could be started.
     public static let shared: Result<PostgresTestServer, PostgresTestServerError> = start()
 
-    init(host: String, port: Int, user: String, dataFolder: String?, binaries: String?) {
+    /// A cluster with TLS, started on first use (always here, even with
+    /// `TEST_PUSHDISPATCH_POSTGRES`: its certificates are made for it): `ssl = on`, and a
+    /// `pg_hba.conf` that accepts TCP connections over TLS (`hostssl`) and rejects those in
+    /// clear (`hostnossl … reject`). Its ``certificates`` say which CA signed what.
+    public static let tls: Result<PostgresTestServer, PostgresTestServerError> = start(tls: true)
+
+    /// Whether the TLS tests run: as ``enabled``, for ``tls``.
+    public static var tlsEnabled: Bool {
+        if case .success = tls { return true }
+        return ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_REQUIRE_POSTGRES"] == "1"
+    }
+
+    init(host: String, port: Int, user: String, dataFolder: String?, binaries: String?, certificates: Certificates? = nil) {
         self.host = host
         self.port = port
         self.user = user
         self.dataFolder = dataFolder
         self.binaries = binaries
+        self.certificates = certificates
     }
 
     /// A fresh, empty database: its URL.
@@ -51,8 +79,8 @@ public final class PostgresTestServer: Sendable {
         try Self.execute("/usr/bin/psql", ["-h", host, "-p", String(port), "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-q", "-A", "-t", "-c", sql])
     }
 
-    static func start() -> Result<PostgresTestServer, PostgresTestServerError> {
-        if let url = ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_POSTGRES"], let components = URLComponents(string: url),
+    static func start(tls: Bool = false) -> Result<PostgresTestServer, PostgresTestServerError> {
+        if !tls, let url = ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_POSTGRES"], let components = URLComponents(string: url),
             let host = components.host
         {
             return .success(PostgresTestServer(host: host, port: components.port ?? 5432, user: components.user ?? "postgres", dataFolder: nil, binaries: nil))
@@ -78,25 +106,85 @@ public final class PostgresTestServer: Sendable {
             let initdb = try run("initdb", ["-D", folder + "/data", "-A", "trust", "-U", "pushdispatch", "--no-sync", "-E", "UTF8", "--locale=C"])
             guard initdb.status == 0 else { return .failure(PostgresTestServerError("initdb failed: \(initdb.text)")) }
             let port = freePort()
-            let options = "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+            var options = "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
+            var certificates: Certificates?
+            if tls {
+                let made = try makeCertificates(folder + "/tls", owner: asRoot ? "postgres" : nil)
+                certificates = made.certificates
+                options += " -c ssl=on -c ssl_cert_file=\(made.serverCertificate) -c ssl_key_file=\(made.serverKey) -c hba_file=\(made.hba)"
+            }
             // Detached: the server keeps what it inherits from pg_ctl; its log goes to server.log.
             let start = try run("pg_ctl", ["-D", folder + "/data", "-l", folder + "/server.log", "-o", options, "-w", "-t", "60", "start"], detached: true)
             guard start.status == 0 else {
                 let log = (try? String(contentsOfFile: folder + "/server.log", encoding: .utf8)) ?? ""
                 return .failure(PostgresTestServerError("pg_ctl start failed: \(start.text) \(log.suffix(500))"))
             }
-            stopAtExit.withLock { $0 = (asRoot, binaries, folder + "/data") }
-            atexit {
-                guard let (asRoot, binaries, data) = stopAtExit.withLock({ $0 }) else { return }
-                let arguments = ["-D", data, "-m", "immediate", "stop"]
-                _ = asRoot
-                    ? try? PostgresTestServer.execute("/usr/sbin/runuser", ["-u", "postgres", "--", binaries + "/pg_ctl"] + arguments)
-                    : try? PostgresTestServer.execute(binaries + "/pg_ctl", arguments)
-            }
-            return .success(PostgresTestServer(host: "127.0.0.1", port: port, user: "pushdispatch", dataFolder: folder + "/data", binaries: binaries))
+            stopAtExit.withLock { $0.append((asRoot, binaries, folder + "/data")) }
+            _ = stopsAtExit
+            return .success(
+                PostgresTestServer(
+                    host: "127.0.0.1", port: port, user: "pushdispatch", dataFolder: folder + "/data", binaries: binaries, certificates: certificates))
         } catch {
             return .failure(PostgresTestServerError("cannot start PostgreSQL: \(error)"))
         }
+    }
+
+    /// Makes, in `folder`, a CA, a server certificate it signs for `localhost` (DNS:localhost
+    /// only), another CA, and a `pg_hba.conf` for TLS only. The server's key is readable by
+    /// `owner` alone (PostgreSQL refuses a key others can read).
+    static func makeCertificates(_ folder: String, owner: String?) throws -> (
+        certificates: Certificates, serverCertificate: String, serverKey: String, hba: String
+    ) {
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let settings = """
+            [req]
+            distinguished_name = name
+            prompt = no
+            [name]
+            CN = pushdispatch test
+            [ca]
+            basicConstraints = critical, CA:TRUE
+            keyUsage = critical, keyCertSign, cRLSign
+            subjectKeyIdentifier = hash
+            [server]
+            basicConstraints = critical, CA:FALSE
+            keyUsage = critical, digitalSignature, keyEncipherment
+            extendedKeyUsage = serverAuth
+            subjectAltName = DNS:localhost
+            subjectKeyIdentifier = hash
+            authorityKeyIdentifier = keyid
+
+            """
+        try settings.write(toFile: folder + "/openssl.cnf", atomically: false, encoding: .utf8)
+        func openssl(_ arguments: [String]) throws {
+            let result = try execute("/usr/bin/openssl", arguments)
+            guard result.status == 0 else { throw PostgresTestServerError("openssl \(arguments.first ?? "") failed: \(result.text)") }
+        }
+        let key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        for (name, subject) in [("ca", "/CN=pushdispatch test CA"), ("other-ca", "/CN=pushdispatch other test CA")] {
+            try openssl(
+                ["req", "-x509", "-config", folder + "/openssl.cnf", "-extensions", "ca", "-days", "2", "-subj", subject] + key
+                    + ["-keyout", "\(folder)/\(name).key", "-out", "\(folder)/\(name).pem"])
+        }
+        try openssl(
+            ["req", "-new", "-config", folder + "/openssl.cnf", "-subj", "/CN=localhost"] + key
+                + ["-keyout", folder + "/server.key", "-out", folder + "/server.csr"])
+        try openssl([
+            "x509", "-req", "-in", folder + "/server.csr", "-CA", folder + "/ca.pem", "-CAkey", folder + "/ca.key", "-set_serial", "2",
+            "-days", "2", "-extfile", folder + "/openssl.cnf", "-extensions", "server", "-out", folder + "/server.pem",
+        ])
+        // Local (Unix socket) connections as before; over TCP, TLS or nothing.
+        let hba = """
+            local all all trust
+            hostssl all all 127.0.0.1/32 trust
+            hostnossl all all 127.0.0.1/32 reject
+
+            """
+        try hba.write(toFile: folder + "/pg_hba.conf", atomically: false, encoding: .utf8)
+        var attributes: [FileAttributeKey: Any] = [.posixPermissions: 0o600]
+        if let owner { attributes[.ownerAccountName] = owner }
+        try FileManager.default.setAttributes(attributes, ofItemAtPath: folder + "/server.key")
+        return (Certificates(ca: folder + "/ca.pem", otherCA: folder + "/other-ca.pem"), folder + "/server.pem", folder + "/server.key", folder + "/pg_hba.conf")
     }
 
     /// Runs a tool to its end: its output (standard output and error) goes through a file, its
@@ -142,8 +230,20 @@ public final class PostgresTestServer: Sendable {
     }
 }
 
-/// What `atexit` stops: (as root, binaries folder, data folder).
-let stopAtExit = Mutex<(Bool, String, String)?>(nil)
+/// The clusters `atexit` stops: (as root, binaries folder, data folder).
+let stopAtExit = Mutex<[(Bool, String, String)]>([])
+
+/// Registers, once, the `atexit` handler that stops the clusters of ``stopAtExit``.
+let stopsAtExit: Void = {
+    atexit {
+        for (asRoot, binaries, data) in stopAtExit.withLock({ $0 }) {
+            let arguments = ["-D", data, "-m", "immediate", "stop"]
+            _ = asRoot
+                ? try? PostgresTestServer.execute("/usr/sbin/runuser", ["-u", "postgres", "--", binaries + "/pg_ctl"] + arguments)
+                : try? PostgresTestServer.execute(binaries + "/pg_ctl", arguments)
+        }
+    }
+}()
 
 public struct PostgresTestServerError: Error, CustomStringConvertible {
     public var description: String

@@ -53,6 +53,15 @@ struct ConfigurationTests {
         #expect(configuration.apps.isEmpty)
     }
 
+    @Test("store.postgres: the URL is kept as written; its TLS parameters are checked without connecting")
+    func postgresTLS() throws {
+        let ca = Self.fixtures.appendingPathComponent("tls/ca.pem").path
+        for query in ["", "?sslmode=disable", "?sslmode=verify-full&sslrootcert=\(ca)", "?sslrootcert=system", "?sslmode=require"] {
+            let url = "postgres://u:pw@db.internal:5432/d" + query
+            #expect(try load("store: {postgres: \"\(url)\"}").store == .postgres(url: url))
+        }
+    }
+
     @Test("JSON is YAML")
     func json() throws {
         let configuration = try load(#"{"http":{"port":9000},"apps":{"a":{"webhooks":{"w":{"url":"http://h/x","secret":"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}}}}}"#)
@@ -239,6 +248,15 @@ struct ConfigurationTests {
         ("delivery: {concurrency: {perApp: 0}}", "delivery.concurrency.perApp: 0 is out of range; expected 1 to 65536"),
         ("delivery: {caFile: /no/such/ca.pem}", "delivery.caFile: cannot read the file \"/no/such/ca.pem\""),
         ("store: {sqlite: /tmp/a.db, postgres: postgres://x}", "store: give either sqlite or postgres, not both"),
+        (
+            "store: {postgres: \"postgres://u:pw@h/d?sslmode=bogus\"}",
+            "store.postgres: sslmode=bogus is not known; expected disable, allow, prefer, require, verify-ca or verify-full"
+        ),
+        ("store: {postgres: \"postgres://u:pw@h/d?connect_timeout=5\"}", "store.postgres: unknown parameter connect_timeout; accepted: sslmode, sslrootcert"),
+        (
+            "store: {postgres: \"postgres://u:pw@h/d?sslmode=verify-full&sslrootcert=/no/such/ca.pem\"}",
+            "store.postgres: sslrootcert=/no/such/ca.pem: cannot read it"
+        ),
         ("instance: {name: \"node 1\"}", "instance.name: expected 1 to 64 characters among letters, digits"),
         ("store: {sqlite: \"\"}", "store.sqlite: expected a file path"),
         ("store: {sqlite: /no/such/folder/a.db}", "store.sqlite: the folder \"/no/such/folder\" does not exist"),

@@ -149,36 +149,3 @@ struct PostgresClusterTests {
         #expect(Set(try await a.instances(within: 60_000).map(\.name)) == ["node-1", "node-2"])
     }
 }
-
-/// The PostgreSQL URL of `store.postgres` comes from an operator: any text gives a client
-/// configuration or a clear refusal that does not echo the password.
-@Suite("PostgreSQL URL parsing")
-struct PostgresURLTests {
-    @Test("good URLs give their parts; bad ones are refused without the password")
-    func parsing() throws {
-        let (configuration, location) = try PostgresURL.configuration("postgres://app:s3cret@db.internal:6543/pushdispatch?sslmode=disable")
-        #expect(configuration.host == "db.internal" && configuration.port == 6543 && configuration.username == "app")
-        #expect(configuration.password == "s3cret" && configuration.database == "pushdispatch")
-        #expect(location == "db.internal:6543/pushdispatch")
-        for bad in ["mysql://a@b/c", "postgres://", "postgres://host/db", "postgres://u:pw-secret@/db", "postgres://u:pw-secret@h/db?sslmode=require", "", "::"] {
-            #expect(throws: StoreError.self) { try PostgresURL.configuration(bad) }
-            do { _ = try PostgresURL.configuration(bad) } catch { #expect(!"\(error)".contains("pw-secret"), "\(bad): \(error)") }
-        }
-    }
-
-    @Test("seeded mutations of a valid URL: no crash, a configuration or a clear refusal")
-    func mutations() {
-        let valid = Array("postgres://app:pw-secret@127.0.0.1:5432/pushdispatch?sslmode=disable".utf8)
-        for seed in UInt64(1)...500 {
-            var mutator = Mutator(seed: seed)
-            let text = String(decoding: mutator.mutateBytes(valid), as: UTF8.self)
-            do {
-                let (configuration, _) = try PostgresURL.configuration(text)
-                #expect((1...65535).contains(configuration.port ?? 0), "seed \(seed)")
-            } catch {
-                #expect("\(error)".contains("store.postgres"), "seed \(seed): \(error)")
-                #expect(!"\(error)".contains("pw-secret"), "seed \(seed)")
-            }
-        }
-    }
-}

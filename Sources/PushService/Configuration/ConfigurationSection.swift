@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import PushJOSE
+import PushStore
 
 struct Section {
     /// What every section of one decoding shares.
@@ -286,6 +287,10 @@ struct Section {
             let host = URL(string: text)?.host, !host.isEmpty
         else {
             problem(key, "expected a URL such as postgres://user:password@host:5432/database (not shown: it may hold a password)")
+            return nil
+        }
+        if let tlsProblem = PostgresStore.tlsProblem(url: text) {
+            problem(key, tlsProblem)
             return nil
         }
         return text
