@@ -311,6 +311,16 @@ extension PostgresStore: IngestStore {
 }
 
 extension PostgresStore {
+    public func resetWatermark(source: String, lastSeq: Int64?) async throws -> Bool {
+        var changed = 0
+        try await run { client in
+            changed = try await client.query(
+                "UPDATE source_checkpoint SET last_seq = \(lastSeq) WHERE source = \(source) RETURNING source"
+            ).collect().count
+        }
+        return changed > 0
+    }
+
     /// Writes where each source stands, inside the caller's transaction (a batch commit, an
     /// inbox enqueue, an import).
     static func store(_ checkpoints: [SourceCheckpoint], on connection: PostgresConnection, logger: Logger) async throws {

@@ -12,6 +12,10 @@ public protocol RuntimeStore: SubscriptionStore, ServiceKeyStore, IngestStore, D
     func handleHighWater() async throws -> Int64
     /// Releases the connections (queries after this fail).
     func close()
+    /// Sets a source's last accepted `seq` (`nil`: none, the next `seq` is accepted whatever
+    /// it is), keeping its position: an operator's way out of a watermark a bad record moved
+    /// out of reach. Returns whether the source was there.
+    func resetWatermark(source: String, lastSeq: Int64?) async throws -> Bool
 }
 
 /// A store several instances share: every store protocol and the cluster's.

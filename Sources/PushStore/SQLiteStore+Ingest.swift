@@ -138,6 +138,13 @@ extension SQLiteStore: IngestStore {
         return merged.enumerated().filter { !dropped.contains($0.offset) }.map(\.element)
     }
 
+    public func resetWatermark(source: String, lastSeq: Int64?) async throws -> Bool {
+        try await write { db in
+            try db.execute(sql: "UPDATE source_checkpoint SET last_seq = ? WHERE source = ?", arguments: [lastSeq, source])
+            return db.changesCount > 0
+        }
+    }
+
     public func checkpoints() async throws -> [SourceCheckpoint] {
         try await read { db in
             try Row.fetchAll(db, sql: "SELECT * FROM source_checkpoint ORDER BY source").map { row in

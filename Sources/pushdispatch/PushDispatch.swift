@@ -9,7 +9,7 @@ struct PushDispatch: AsyncParsableCommand {
         abstract: "Push-notification dispatcher for realtime JSON-tree databases.",
         subcommands: [
             DemoCommand.self, RunCommand.self, StatusCommand.self, MigrateCommand.self, ExportCommand.self, ImportCommand.self, ConfigCommand.self,
-            SubscriptionsCommand.self, RulesCommand.self, PayloadCommand.self, DecodeCommand.self, ReplayCommand.self,
+            SubscriptionsCommand.self, RulesCommand.self, CheckpointsCommand.self, PayloadCommand.self, DecodeCommand.self, ReplayCommand.self,
         ]
     )
 }

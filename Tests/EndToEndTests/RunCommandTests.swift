@@ -199,4 +199,48 @@ struct RunCommandTests {
         #expect(result.stderr.contains("readable or writable by its group or others"), "\(result.stderr)")
         #expect(result.stderr.contains("chmod 600 \(database)"), "\(result.stderr)")
     }
+
+    @Test("a seq near Int64.max blocks its source until checkpoints reset moves the watermark back (refused while run holds the store)")
+    func checkpointsReset() async throws {
+        let folder = try Self.folder()
+        let config = folder.appendingPathComponent("pushdispatch.yaml").path
+        try Data("store: {sqlite: ./pushdispatch.db}\ningest: {queueFile: ./changes.ndjson, deadLetter: ./dead.ndjson}\nhttp: {port: 0}\napps: {toto: {auth: {hs256Secret: env:TOTO_AUTH_SECRET}}}\n".utf8)
+            .write(to: URL(fileURLWithPath: config))
+        let queue = folder.appendingPathComponent("changes.ndjson")
+        func append(_ line: String) throws {
+            if !FileManager.default.fileExists(atPath: queue.path) { FileManager.default.createFile(atPath: queue.path, contents: nil) }
+            let handle = try FileHandle(forWritingTo: queue)
+            try handle.seekToEnd()
+            try handle.write(contentsOf: Data((line + "\n").utf8))
+            try handle.close()
+        }
+        func deadLetters() -> [String] {
+            ((try? String(contentsOf: folder.appendingPathComponent("dead.ndjson"), encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        }
+        try append(#"{"seq":1,"app":"toto","op":"put","path":"/a","data":1}"#)
+        try append(#"{"seq":9223372036854775806,"app":"toto","op":"put","path":"/a","data":2}"#)
+        try append(#"{"seq":2,"app":"toto","op":"put","path":"/a","data":3}"#)
+        let service = try RunningService(config: config)
+        _ = try await service.port()
+        try await ServiceEndToEndTests.eventually("seq 2 dead-lettered") { deadLetters().count == 1 }
+        #expect(deadLetters()[0].contains("goes back from the last accepted seq 9223372036854775806"))
+        let listed = try Executable.run(["checkpoints", "--config", config])
+        #expect(listed.status == 0)
+        #expect(listed.lines.contains { $0.hasPrefix("queue-file\t9223372036854775806\t") }, "\(listed.stdout)")
+        let refused = try Executable.run(["checkpoints", "reset", "--config", config, "--source", "queue-file", "--seq", "1"])
+        #expect(refused.status == 1 && refused.stderr.contains("stop the service first"), "\(refused.stderr)")
+        #expect(service.stop() == 0)
+
+        let reset = try Executable.run(["checkpoints", "reset", "--config", config, "--source", "queue-file", "--seq", "2"])
+        #expect(reset.status == 0, "\(reset.stderr)")
+        #expect(try Executable.run(["checkpoints", "reset", "--config", config, "--source", "nope", "--none"]).stderr.contains("no source nope; the store has: queue-file"))
+        try append(#"{"seq":3,"app":"toto","op":"put","path":"/a","data":4}"#)
+        let again = try RunningService(config: config)
+        defer { _ = again.stop() }
+        _ = try await again.port()
+        try await ServiceEndToEndTests.eventually("seq 3 accepted") {
+            try Executable.run(["checkpoints", "--config", config]).lines.contains { $0.hasPrefix("queue-file\t3\t") }
+        }
+        #expect(deadLetters().count == 1)
+    }
 }

@@ -16,6 +16,42 @@ public enum StoreCommands {
         try await Deployments.openStore(configuration, logger: logger)
     }
 
+    /// Every source's checkpoint: what `pushdispatch checkpoints` lists.
+    public static func checkpoints(_ configuration: ServiceConfiguration) async throws -> [SourceCheckpoint] {
+        let store = try await open(configuration)
+        defer { store.close() }
+        return try await store.checkpoints()
+    }
+
+    /// Sets a source's watermark (`nil`: none). Refused while a service reads the store: it
+    /// keeps the watermarks in memory and would go on from its own. SQLite: the database's lock
+    /// is free; PostgreSQL: no instance's heartbeat is live.
+    public static func resetWatermark(_ configuration: ServiceConfiguration, source: String, lastSeq: Int64?) async throws {
+        var lock: ProcessLock?
+        if case .sqlite(let path) = configuration.store {
+            do {
+                lock = try SQLiteFiles.lock(path)
+            } catch {
+                throw CheckpointError(description: "\(error); stop the service first (it keeps the watermarks in memory)")
+            }
+        }
+        defer { withExtendedLifetime(lock) {} }
+        let store = try await open(configuration)
+        defer { store.close() }
+        if let shared = store as? PostgresStore {
+            let live = try await shared.instances(within: 5_000)
+            guard live.isEmpty else {
+                throw CheckpointError(
+                    description: "instances are running on this database (\(live.map(\.name).joined(separator: ", "))); stop every instance first "
+                        + "(each keeps the watermarks in memory)")
+            }
+        }
+        guard try await store.resetWatermark(source: source, lastSeq: lastSeq) else {
+            let known = try await store.checkpoints().map(\.source)
+            throw CheckpointError(description: "no source \(source); the store has: \(known.isEmpty ? "none" : known.joined(separator: ", "))")
+        }
+    }
+
     /// Migrates the configured store; says where it stands (`SQLite ./pushdispatch.db: schema
     /// version 3`).
     public static func migrate(_ configuration: ServiceConfiguration) async throws -> String {
@@ -111,4 +147,9 @@ public enum StoreCommands {
         logger.logLevel = .warning
         return logger
     }
+}
+
+/// A checkpoint cannot be reset: why, and what to do.
+public struct CheckpointError: Error, CustomStringConvertible {
+    public var description: String
 }
