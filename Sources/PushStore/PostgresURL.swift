@@ -58,14 +58,25 @@ struct PostgresURL: Sendable, CustomStringConvertible, CustomDebugStringConverti
     /// and reports, a minute later, only that it gave up; this check fails at once with the
     /// reason: a refusal by the server (`pg_hba.conf`, the password), a server without TLS
     /// when the `sslmode` requires it, a certificate that fails verification.
+    ///
+    /// A connect that times out (a loaded machine, a server still starting) is tried again for
+    /// up to a minute, as the pool would; every other failure is reported at once.
     func check(_ configuration: PostgresConnection.Configuration, logger: Logger) async throws {
-        let connection: PostgresConnection
-        do {
-            connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
-        } catch {
-            throw connectionFailure(error)
+        var configuration = configuration
+        configuration.options.connectTimeout = .seconds(20)
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            do {
+                let connection = try await PostgresConnection.connect(configuration: configuration, id: 0, logger: logger)
+                try? await connection.close()
+                return
+            } catch {
+                let timedOut = (error as? PSQLError)?.code == .connectionError && "\(error)".lowercased().contains("timeout")
+                guard timedOut, ContinuousClock.now < deadline else { throw connectionFailure(error) }
+                logger.warning("PostgreSQL did not answer in time; trying again", metadata: ["database": "\(location)"])
+                try await Task.sleep(for: .milliseconds(500))
+            }
         }
-        try? await connection.close()
     }
 
     /// Why a connection could not be made, for the operator: what the server or the TLS
