@@ -64,14 +64,12 @@ public final class LeaseKeeper: Service, Sendable {
     /// Runs until the service stops; it is stopped last (after the delivery worker), so that its
     /// heartbeat keeps the claims of the last sends alive until they are answered.
     public func run() async throws {
-        var rounds = 0
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
             do {
-                try await round(releasingClaims: true)
+                try await round()
             } catch {
                 logger.error("application leases could not be renewed", metadata: ["error": "\(error)"])
             }
-            rounds += 1
             guard await pause(SharedInstances.round, on: clock) else { break }
         }
         await releaseAll()
@@ -79,7 +77,7 @@ public final class LeaseKeeper: Service, Sendable {
     }
 
     /// One round: heartbeat, renew, balance.
-    func round(releasingClaims: Bool = false) async throws {
+    func round() async throws {
         let now = try await store.heartbeat(instance: instance, address: address.current)
         if retiring.load(ordering: .acquiring) { return }
         var leases = try await store.renewLeases(holder: instance, ttl: SharedInstances.leaseTTL)
@@ -106,12 +104,11 @@ public final class LeaseKeeper: Service, Sendable {
             return held
         }
         if before != leases { changed.signal() }
-        if releasingClaims {
-            let released = try await store.releaseClaimsOfStaleInstances(staleAfter: SharedInstances.staleAfter)
-            if released > 0 {
-                logger.warning("delivery claims of a dead instance released", metadata: ["count": "\(released)"])
-                await store.signal(.outbox)
-            }
+        // A dead instance's claims go with its leases (it is stale after the lease time).
+        let released = try await store.releaseClaimsOfStaleInstances(staleAfter: SharedInstances.staleAfter)
+        if released > 0 {
+            logger.warning("delivery claims of a dead instance released", metadata: ["count": "\(released)"])
+            await store.signal(.outbox)
         }
         outbox.outboxChanged()
     }

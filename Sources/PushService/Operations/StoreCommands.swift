@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushCore
+import PushEngine
 import PushStore
 
 #if canImport(Glibc)
@@ -27,24 +28,30 @@ public enum StoreCommands {
     /// keeps the watermarks in memory and would go on from its own. SQLite: the database's lock
     /// is free; PostgreSQL: no instance's heartbeat is live.
     public static func resetWatermark(_ configuration: ServiceConfiguration, source: String, lastSeq: Int64?) async throws {
+        let store: any RuntimeStore
         var lock: ProcessLock?
-        if case .sqlite(let path) = configuration.store {
+        switch configuration.store {
+        case .sqlite(let path):
             do {
                 lock = try SQLiteFiles.lock(path)
             } catch {
                 throw CheckpointError(description: "\(error); stop the service first (it keeps the watermarks in memory)")
             }
-        }
-        defer { withExtendedLifetime(lock) {} }
-        let store = try await open(configuration)
-        defer { store.close() }
-        if let shared = store as? PostgresStore {
-            let live = try await shared.instances(within: 5_000)
+            store = try SQLiteStore(path: path)
+        case .postgres(let url):
+            let postgres = try await PostgresStore.open(url: url, logger: quietLogger())
+            store = postgres
+            let live = try await postgres.instances(within: SharedInstances.leaseTTL)
             guard live.isEmpty else {
+                postgres.close()
                 throw CheckpointError(
-                    description: "instances are running on this database (\(live.map(\.name).joined(separator: ", "))); stop every instance first "
-                        + "(each keeps the watermarks in memory)")
+                    description: "instances are running on this database (\(live.map(\.name).joined(separator: ", "))); stop every instance "
+                        + "first (each keeps the watermarks in memory)")
             }
+        }
+        defer {
+            store.close()
+            withExtendedLifetime(lock) {}
         }
         guard try await store.resetWatermark(source: source, lastSeq: lastSeq) else {
             let known = try await store.checkpoints().map(\.source)
