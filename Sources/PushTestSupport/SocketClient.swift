@@ -48,16 +48,34 @@ public final class SocketClient: @unchecked Sendable {
 
     /// Answer lines received within `timeout`, until `count` arrived.
     public func answers(_ count: Int, timeout: Double) -> [String] {
-        var text = ""
+        var bytes: [UInt8] = []
+        var lines = 0
         let end = Date().addingTimeInterval(timeout)
         var buffer = [UInt8](repeating: 0, count: 65_536)
-        while text.filter({ $0 == "\n" }).count < count && Date() < end {
+        while lines < count && Date() < end {
             var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
             if poll(&poller, 1, Int32(max(1, end.timeIntervalSinceNow * 1000))) <= 0 { break }
             let read = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
             if read <= 0 { break }
-            text += String(decoding: buffer[0..<read], as: UTF8.self)
+            bytes += buffer[0..<read]
+            lines += buffer[0..<read].lazy.filter { $0 == UInt8(ascii: "\n") }.count
         }
-        return text.split(separator: "\n").map(String.init)
+        return bytes.split(separator: UInt8(ascii: "\n")).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Reads until the service closes the connection or `timeout` passes: whether it closed,
+    /// and the text read.
+    public func readUntilClosed(timeout: Double) -> (closed: Bool, text: String) {
+        var bytes: [UInt8] = []
+        let end = Date().addingTimeInterval(timeout)
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        while Date() < end {
+            var poller = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            if poll(&poller, 1, Int32(max(1, end.timeIntervalSinceNow * 1000))) <= 0 { continue }
+            let read = buffer.withUnsafeMutableBytes { recv(descriptor, $0.baseAddress, $0.count, 0) }
+            if read <= 0 { return (true, String(decoding: bytes, as: UTF8.self)) }
+            bytes += buffer[0..<read]
+        }
+        return (false, String(decoding: bytes, as: UTF8.self))
     }
 }

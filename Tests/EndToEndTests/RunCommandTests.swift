@@ -45,6 +45,19 @@ final class RunningService: Sendable {
         return process.terminationStatus
     }
 
+    /// SIGTERM, then wait at most `seconds`; past them, SIGKILL and `nil` (the stop hung).
+    func stop(within seconds: Double) async -> Int32? {
+        process.terminate()
+        let end = Date().addingTimeInterval(seconds)
+        while process.isRunning && Date() < end { try? await Task.sleep(for: .milliseconds(20)) }
+        guard !process.isRunning else {
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+            return nil
+        }
+        return process.terminationStatus
+    }
+
     struct ServiceError: Error { let message: String }
 }
 
@@ -53,6 +66,7 @@ struct RunCommandTests {
     static let secret = "toto-secret-of-at-least-thirty-two-bytes"
 
     static func folder() throws -> URL {
+        setenv("TOTO_AUTH_SECRET", Self.secret, 1)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-run-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let config = """
@@ -242,5 +256,73 @@ struct RunCommandTests {
             try Executable.run(["checkpoints", "--config", config]).lines.contains { $0.hasPrefix("queue-file\t3\t") }
         }
         #expect(deadLetters().count == 1)
+    }
+
+    @Test("the socket gets ingest.socketMode; a client that never reads its answers holds neither another client nor SIGTERM, and loses nothing")
+    func stuckSocketClient() async throws {
+        let folder = try Self.folder()
+        let config = folder.appendingPathComponent("pushdispatch.yaml").path
+        try Data(
+            """
+            store: {sqlite: ./pushdispatch.db}
+            ingest: {socket: ./in.sock, deadLetter: ./dead.ndjson, socketShutdownGrace: 1s}
+            http: {port: 0}
+            apps: {toto: {auth: {hs256Secret: env:TOTO_AUTH_SECRET}}}
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: config))
+        let socket = folder.appendingPathComponent("in.sock").path
+        var service = try RunningService(config: config)
+        _ = try await service.port()
+        let mode = try FileManager.default.attributesOfItem(atPath: socket)[.posixPermissions] as? Int
+        #expect(mode == 0o660, "the socket's mode is \(String(mode ?? 0, radix: 8))")
+
+        // 60,000 records sent without reading a single answer: the answers fill the socket,
+        // the service stops reading this client.
+        let count = 60_000
+        let stream = Array((1...count).map { #"{"seq":\#($0),"app":"toto","op":"put","path":"/a","data":\#($0)}"# + "\n" }.joined().utf8)
+        let stuck = try SocketClient(path: socket)
+        var sent = 0
+        var stalled = 0
+        while sent < stream.count && stalled < 25 {
+            let taken = stuck.trySend(stream[sent..<min(stream.count, sent + 65_536)])
+            if taken > 0 {
+                sent += taken
+                stalled = 0
+            } else {
+                stalled += 1
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
+        #expect(sent < stream.count, "the service read all 60,000 records of a client that reads no answer")
+        // Another client is answered all the same (a line that is not a record: refused at once).
+        let other = try SocketClient(path: socket)
+        other.send("not a record\n")
+        let answer = try await onThread { other.answers(1, timeout: 10) }
+        #expect(answer.first?.contains(#""ok":false"#) == true, "\(answer)")
+
+        let stopping = Date()
+        #expect(await service.stop(within: 30) == 0)
+        let took = Date().timeIntervalSince(stopping)
+        #expect(took < 10, "SIGTERM took \(took) s with a client not reading its answers (grace 1 s)")
+        #expect(service.log.withLock { $0 }.contains("closing a socket connection whose answers were not taken within the shutdown grace"))
+
+        // The client sends again from where its answers stopped (here, from the start): what
+        // the service had committed is refused as accepted already, the rest is accepted, and
+        // the source ends at the last seq: nothing lost, nothing twice.
+        service = try RunningService(config: config)
+        _ = try await service.port()
+        let again = try SocketClient(path: socket)
+        async let answers = onThread { again.answers(count, timeout: 120) }
+        try await onThread { again.send(String(decoding: stream, as: UTF8.self)) }
+        let replies = try await answers
+        #expect(replies.count == count)
+        let accepted = replies.filter { $0.contains(#""ok":true"#) }.count
+        let already = replies.filter { $0.contains("the last accepted seq") && $0.contains("seq must increase") }.count
+        #expect(accepted + already == count, "\(replies.filter { !$0.contains(#""ok":true"#) }.prefix(3))")
+        #expect(already > 0 && accepted > 0, "accepted \(accepted), already \(already)")
+        #expect(service.stop() == 0)
+        let listed = try Executable.run(["checkpoints", "--config", config])
+        #expect(listed.lines.contains { $0.hasPrefix("socket\t\(count)\t") }, "\(listed.stdout)")
     }
 }

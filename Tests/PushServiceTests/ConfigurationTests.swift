@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushIngest
 @testable import PushService
 import Testing
 
@@ -51,6 +52,21 @@ struct ConfigurationTests {
         #expect(configuration.delivery.timeout == .seconds(10) && configuration.delivery.perProvider == 256)
         #expect(configuration.expiry.interval == .seconds(15))
         #expect(configuration.apps.isEmpty)
+        #expect(configuration.ingest.socketLimits == SocketLimits())
+        #expect(SocketLimits().mode == 0o660 && SocketLimits().maxConnections == 64 && SocketLimits().maxBufferedBytes == 8 << 20)
+    }
+
+    @Test("ingest.socket*: the socket's mode in octal, its connection limits, its idle timeout, its buffer and its shutdown grace")
+    func socketLimits() throws {
+        let configuration = try load(
+            "ingest: {socketMode: \"0600\", socketMaxConnections: 8, socketIdleTimeout: 30s, socketMaxBuffered: 1MiB, socketShutdownGrace: 2s}")
+        #expect(configuration.ingest.socketLimits == SocketLimits(
+            mode: 0o600, maxConnections: 8, idleTimeout: .seconds(30), maxBufferedBytes: 1 << 20, shutdownGrace: .seconds(2)))
+        #expect(try load("ingest: {socketMode: \"660\"}").ingest.socketLimits.mode == 0o660)
+        #expect(try load("ingest: {socketMode: 0660}").ingest.socketLimits.mode == 0o660)
+        #expect(try load("ingest: {socketMode: 640}").ingest.socketLimits.mode == 0o640)
+        #expect(try load("ingest: {socketMode: \"0o666\"}").ingest.socketLimits.mode == 0o666)
+        #expect(try load("", ConfigurationTests.environment.merging(["PUSHDISPATCH_INGEST_SOCKETMODE": "0640"]) { $1 }).ingest.socketLimits.mode == 0o640)
     }
 
     @Test("store.postgres: the URL is kept as written; its TLS parameters are checked without connecting")
@@ -261,6 +277,17 @@ struct ConfigurationTests {
         ("store: {sqlite: \"\"}", "store.sqlite: expected a file path"),
         ("store: {sqlite: /no/such/folder/a.db}", "store.sqlite: the folder \"/no/such/folder\" does not exist"),
         ("ingest: {deadLetter: /no/such/folder/dl.ndjson}", "ingest.deadLetter: the folder \"/no/such/folder\" does not exist"),
+        ("ingest: {socketMode: \"0680\"}", "ingest.socketMode: expected permission bits in octal, such as 0660 or 0600, got \"0680\""),
+        ("ingest: {socketMode: 680}", "ingest.socketMode: expected permission bits in octal, such as 0660 or 0600, got 680"),
+        ("ingest: {socketMode: true}", "ingest.socketMode: expected permission bits in octal"),
+        ("ingest: {socketMode: \"rw-rw----\"}", "ingest.socketMode: expected permission bits in octal"),
+        ("ingest: {socketMode: \"\"}", "ingest.socketMode: expected permission bits in octal"),
+        ("ingest: {socketMode: \"4660\"}", "ingest.socketMode: 4660: only the permission bits (at most 0777) may be given"),
+        ("ingest: {socketMode: \"0066\"}", "ingest.socketMode: 0066: the service's own user must keep read and write (0600 at least)"),
+        ("ingest: {socketMaxConnections: 0}", "ingest.socketMaxConnections: 0 is out of range; expected 1 to 65536"),
+        ("ingest: {socketIdleTimeout: 0s}", "ingest.socketIdleTimeout: 0s is out of range"),
+        ("ingest: {socketMaxBuffered: 100}", "ingest.socketMaxBuffered: 100 bytes is out of range; expected 4096 to"),
+        ("ingest: {socketShutdownGrace: 2h}", "ingest.socketShutdownGrace: 2h is out of range"),
         ("expiry: {interval: 5m}", "expiry.interval: 5m is out of range; expected at most 30s"),
         ("expiry: {interval: 0s}", "expiry.interval: 0s is out of range"),
         ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of auth, fcm, hms, keys, rules, signingKey, subscriptions, webhooks"),

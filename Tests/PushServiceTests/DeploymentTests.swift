@@ -65,8 +65,19 @@ struct DeploymentTests {
         }
         single.store.close()
 
-        // The lock went with the single instance: shared ones start, side by side.
-        let first = try await Deployments.open(try postgres(url, mode: "shared"), logger: Self.logger)
+        // The lock goes with the single instance's session (PostgreSQL ends it shortly after
+        // close): shared ones start, side by side.
+        var opened: (any Deployment)?
+        let deadline = ContinuousClock.now + .seconds(15)
+        while opened == nil {
+            do {
+                opened = try await Deployments.open(try postgres(url, mode: "shared"), logger: Self.logger)
+            } catch let error as ConfigurationError where ContinuousClock.now < deadline {
+                #expect(error.description.contains("a single instance (instance.mode: single) uses"))
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+        let first = try #require(opened)
         let second = try await Deployments.open(try postgres(url, mode: "shared"), logger: Self.logger)
         do {
             _ = try await Deployments.open(try postgres(url, mode: "single"), logger: Self.logger)

@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import PushDelivery
+import PushIngest
 import PushJOSE
 
 /// Turns the configuration JSON into a ``ServiceConfiguration``, checking every key. A problem
@@ -25,6 +26,17 @@ struct ConfigurationDecoder {
             throw ConfigurationError(problems: report.problems)
         }
         return configuration
+    }
+
+    /// `ingest.socket*`: who may connect, and how much one client may take.
+    static func socketLimits(_ section: Section) -> SocketLimits {
+        let defaults = SocketLimits()
+        return SocketLimits(
+            mode: section.fileMode("socketMode") ?? defaults.mode,
+            maxConnections: Int(section.integer("socketMaxConnections", range: 1...65_536, expected: "1 to 65536") ?? Int64(defaults.maxConnections)),
+            idleTimeout: section.duration("socketIdleTimeout", range: .seconds(1) ... .seconds(7 * 86_400)) ?? defaults.idleTimeout,
+            maxBufferedBytes: Int(section.size("socketMaxBuffered", range: 4096...(1 << 32)) ?? Int64(defaults.maxBufferedBytes)),
+            shutdownGrace: section.duration("socketShutdownGrace", range: .zero ... .seconds(3600)) ?? defaults.shutdownGrace)
     }
 
     func decode(_ json: JSON, report: ProblemReport) -> ServiceConfiguration {
@@ -54,7 +66,8 @@ struct ConfigurationDecoder {
         let ingest = ServiceConfiguration.Ingest(
             queueFile: ingestSection.path("queueFile", parentMustExist: true), socket: socket,
             deadLetter: ingestSection.path("deadLetter", parentMustExist: true) ?? ingestSection.resolve("./dead-letter.ndjson"),
-            snapshotAfter: Int(ingestSection.size("snapshotAfter", range: 1...(1 << 40)) ?? 64 << 20))
+            snapshotAfter: Int(ingestSection.size("snapshotAfter", range: 1...(1 << 40)) ?? 64 << 20),
+            socketLimits: Self.socketLimits(ingestSection))
 
         let httpSection = root.section("http")
         let http = ServiceConfiguration.HTTP(

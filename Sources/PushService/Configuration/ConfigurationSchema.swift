@@ -13,6 +13,8 @@ indirect enum ConfigurationSchema: Sendable {
         "store": .object(["sqlite": .leaf(.string), "postgres": .leaf(.secret)]),
         "ingest": .object([
             "queueFile": .leaf(.string), "socket": .leaf(.string), "deadLetter": .leaf(.string), "snapshotAfter": .leaf(.size),
+            "socketMode": .leaf(.string), "socketMaxConnections": .leaf(.integer), "socketIdleTimeout": .leaf(.duration),
+            "socketMaxBuffered": .leaf(.size), "socketShutdownGrace": .leaf(.duration),
         ]),
         "http": .object(["host": .leaf(.string), "port": .leaf(.integer)]),
         "delivery": .object([

@@ -162,6 +162,37 @@ struct Section {
         return duration
     }
 
+    /// Permission bits written in octal, as chmod takes them: `0660`, `660`, `"0o600"`. The
+    /// digits are read as octal whatever YAML made of them (the loader keeps `0660` as text; `660`
+    /// is a number whose digits are taken). Set-user, set-group and sticky bits are refused (a
+    /// socket has no use for them).
+    func fileMode(_ key: String) -> UInt16? {
+        guard let value = value(key) else { return nil }
+        let text: String
+        switch value {
+        case .string(let string): text = string
+        case .int(let number): text = String(number)
+        default:
+            problem(key, "expected permission bits in octal, such as 0660 or 0600, got \(value.excerpt)")
+            return nil
+        }
+        var digits = Substring(text)
+        if digits.hasPrefix("0o") { digits = digits.dropFirst(2) }
+        guard (1...4).contains(digits.count), digits.allSatisfy({ ("0"..."7").contains($0) }), let mode = UInt16(digits, radix: 8) else {
+            problem(key, "expected permission bits in octal, such as 0660 or 0600, got \(value.excerpt)")
+            return nil
+        }
+        guard mode <= 0o777 else {
+            problem(key, "\(text): only the permission bits (at most 0777) may be given; set-user, set-group and sticky bits are refused")
+            return nil
+        }
+        guard mode & 0o600 == 0o600 else {
+            problem(key, "\(text): the service's own user must keep read and write (0600 at least)")
+            return nil
+        }
+        return mode
+    }
+
     func size(_ key: String, range: ClosedRange<Int64>) -> Int64? {
         guard let value = value(key) else { return nil }
         var bytes: Int64?

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushIngest
 
 /// The service's configuration (SPEC §9), validated. Every field has a default, listed with
 /// it; `ConfigurationLoader` reads it from a YAML or JSON file and `PUSHDISPATCH_*` variables.
@@ -20,6 +21,9 @@ public struct ServiceConfiguration: Sendable {
         /// `ingest.snapshotAfter`: an application's tree is snapshotted once this many bytes of its
         /// records were journalled since the last snapshot. Default 64 MiB.
         public var snapshotAfter: Int = 64 << 20
+        /// `ingest.socketMode`, `socketMaxConnections`, `socketIdleTimeout`, `socketMaxBuffered`,
+        /// `socketShutdownGrace`: see ``SocketLimits`` for each default.
+        public var socketLimits = SocketLimits()
     }
 
     /// How this process uses its store (`instance.mode`).

@@ -150,7 +150,9 @@ public struct ServiceRuntime: Sendable {
         }
         if let path = configuration.ingest.socket {
             sources.append(
-                UnixSocketSource(path: path, queue: parts.queue, maxLineBytes: parts.tuning.maxLineBytes, readiness: readiness, logger: parts.logger))
+                UnixSocketSource(
+                    path: path, queue: parts.queue, maxLineBytes: parts.tuning.maxLineBytes, limits: configuration.ingest.socketLimits,
+                    readiness: readiness, logger: parts.logger))
         }
         return sources
     }
