@@ -7,7 +7,80 @@ import PostgresNIO
 /// (``SQLiteMigrations``): a bad row is refused whoever writes it.
 enum PostgresMigrations {
     /// Version → its statements (one statement each: the extended protocol runs one at a time).
-    static let migrations: [(version: Int32, statements: [String])] = [(1, version1), (2, version2)]
+    static let migrations: [(version: Int32, statements: [String])] = [(1, version1), (2, version2), (3, version3)]
+
+    /// Version 3: counts kept as rows change, so that `/metrics` and `/status` read a few rows
+    /// instead of counting whole tables on every scrape. Each statement adds its change (one
+    /// row per statement, from its transition table) to a row of its own session's
+    /// (`shard` = the backend's pid): sessions never wait on each other's counts, nor deadlock
+    /// on them. A reader sums the rows, and folds those of sessions that ended into shard 0.
+    /// (A subscription's kind never changes: it is part of its identity.)
+    static let version3: [String] = [
+        """
+        CREATE TABLE tally (
+            name  text    NOT NULL,
+            shard integer NOT NULL,
+            value bigint  NOT NULL,
+            PRIMARY KEY (name, shard)
+        )
+        """,
+        """
+        INSERT INTO tally (name, shard, value)
+        SELECT 'subscription:' || kinds.kind, 0, (SELECT count(*) FROM subscription WHERE subscription.kind = kinds.kind)
+        FROM (VALUES ('mobile'), ('huawei'), ('webhook')) AS kinds (kind)
+        """,
+        "INSERT INTO tally (name, shard, value) SELECT 'notification', 0, count(*) FROM notification",
+        """
+        CREATE FUNCTION tally_notifications() RETURNS trigger LANGUAGE plpgsql AS $$
+        DECLARE
+            delta bigint;
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                SELECT count(*) INTO delta FROM added;
+            ELSE
+                SELECT -count(*) INTO delta FROM removed;
+            END IF;
+            IF delta <> 0 THEN
+                INSERT INTO tally (name, shard, value) VALUES ('notification', pg_backend_pid(), delta)
+                ON CONFLICT (name, shard) DO UPDATE SET value = tally.value + excluded.value;
+            END IF;
+            RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER notification_tally_insert AFTER INSERT ON notification
+        REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION tally_notifications()
+        """,
+        """
+        CREATE TRIGGER notification_tally_delete AFTER DELETE ON notification
+        REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION tally_notifications()
+        """,
+        """
+        CREATE FUNCTION tally_subscriptions() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'INSERT' THEN
+                INSERT INTO tally (name, shard, value)
+                SELECT 'subscription:' || kind, pg_backend_pid(), count(*) FROM added GROUP BY kind ORDER BY kind
+                ON CONFLICT (name, shard) DO UPDATE SET value = tally.value + excluded.value;
+            ELSE
+                INSERT INTO tally (name, shard, value)
+                SELECT 'subscription:' || kind, pg_backend_pid(), -count(*) FROM removed GROUP BY kind ORDER BY kind
+                ON CONFLICT (name, shard) DO UPDATE SET value = tally.value + excluded.value;
+            END IF;
+            RETURN NULL;
+        END
+        $$
+        """,
+        """
+        CREATE TRIGGER subscription_tally_insert AFTER INSERT ON subscription
+        REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION tally_subscriptions()
+        """,
+        """
+        CREATE TRIGGER subscription_tally_delete AFTER DELETE ON subscription
+        REFERENCING OLD TABLE AS removed FOR EACH STATEMENT EXECUTE FUNCTION tally_subscriptions()
+        """,
+    ]
 
     /// Version 2 (read rules, SPEC §12): the verified claims a subscription was created or
     /// refreshed with (compact JSON text, bounded), and a changed claim logs a change, so that

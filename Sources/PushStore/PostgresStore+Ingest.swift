@@ -300,13 +300,15 @@ extension PostgresStore: IngestStore {
     }
 
     public func outboxDepth() async throws -> (count: Int, oldest: Int64?) {
-        var depth: (count: Int, oldest: Int64?) = (0, nil)
+        // The count its triggers keep; the oldest by insertion (the primary key's first row).
+        let count = try await tally()["notification"] ?? 0
+        var oldest: Int64?
         try await run { client in
-            for try await (count, oldest) in try await client.query("SELECT count(*), min(created_at) FROM notification").decode((Int64, Int64?).self) {
-                depth = (Int(count), oldest)
+            for try await value in try await client.query("SELECT created_at FROM notification ORDER BY id LIMIT 1").decode(Int64.self) {
+                oldest = value
             }
         }
-        return depth
+        return (max(0, count), oldest)
     }
 }
 

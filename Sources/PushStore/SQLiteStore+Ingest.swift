@@ -270,9 +270,11 @@ extension SQLiteStore: IngestStore {
     }
 
     public func outboxDepth() async throws -> (count: Int, oldest: Int64?) {
+        // The count its triggers keep; the oldest by insertion (the primary key's first row).
         try await read { db in
-            let row = try Row.fetchOne(db, sql: "SELECT count(*) AS n, min(created_at) AS oldest FROM notification")
-            return (row?["n"] ?? 0, row?["oldest"])
+            let count = try Int.fetchOne(db, sql: "SELECT value FROM tally WHERE name = 'notification'") ?? 0
+            let oldest = try Int64.fetchOne(db, sql: "SELECT created_at FROM notification ORDER BY id LIMIT 1")
+            return (max(0, count), oldest)
         }
     }
 

@@ -180,8 +180,9 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     public func countByKind() async throws -> [SubscriptionKind: Int] {
         try await read { db in
             var counts: [SubscriptionKind: Int] = [:]
-            for row in try Row.fetchAll(db, sql: "SELECT kind, count(*) AS n FROM subscription GROUP BY kind") {
-                if let kind = SubscriptionKind(rawValue: row["kind"]) { counts[kind] = row["n"] }
+            // The counts its triggers keep (not a count of the table).
+            for row in try Row.fetchAll(db, sql: "SELECT substr(name, 14) AS kind, value FROM tally WHERE name LIKE 'subscription:%'") {
+                if let kind = SubscriptionKind(rawValue: row["kind"]), let value = row["value"] as Int?, value > 0 { counts[kind] = value }
             }
             return counts
         }

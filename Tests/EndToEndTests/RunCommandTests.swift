@@ -325,4 +325,42 @@ struct RunCommandTests {
         let listed = try Executable.run(["checkpoints", "--config", config])
         #expect(listed.lines.contains { $0.hasPrefix("socket\t\(count)\t") }, "\(listed.stdout)")
     }
+
+    @Test("http.operationsToken: /metrics and /status answer only with the token; probes stay open; pushdispatch status sends it")
+    func operationsToken() async throws {
+        let folder = try Self.folder()
+        let config = folder.appendingPathComponent("pushdispatch.yaml").path
+        setenv("PD_TEST_OPERATIONS_TOKEN", "ops-token-0123456789abcdef", 1)
+        try Data(
+            """
+            store: {sqlite: ./pushdispatch.db}
+            http: {port: 0, operationsToken: env:PD_TEST_OPERATIONS_TOKEN}
+            apps: {toto: {auth: {hs256Secret: env:TOTO_AUTH_SECRET}}}
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: config))
+        let service = try RunningService(config: config)
+        defer { _ = service.stop() }
+        let port = try await service.port()
+        for path in ["/metrics", "/status"] {
+            let missing = try Self.curl(["http://127.0.0.1:\(port)\(path)"])
+            #expect(missing.status == 401 && missing.headers["www-authenticate"] == "Bearer realm=\"pushdispatch-operations\"", "\(path)")
+            #expect(missing.body.contains("\"error\":\"unauthorized\"") && missing.body.contains("http.operationsToken"), "\(missing.body)")
+            let wrong = try Self.curl(["-H", "Authorization: Bearer ops-token-0123456789abcdeX", "http://127.0.0.1:\(port)\(path)"])
+            #expect(wrong.status == 401 && wrong.headers["www-authenticate"]?.contains("invalid_token") == true, "\(path)")
+            #expect(!wrong.body.contains("ops-token"), "a message never shows a token")
+            let right = try Self.curl(["-H", "Authorization: Bearer ops-token-0123456789abcdef", "http://127.0.0.1:\(port)\(path)"])
+            #expect(right.status == 200, "\(path)")
+        }
+        #expect(try Self.curl(["http://127.0.0.1:\(port)/healthz"]).status == 200)
+        #expect(try Self.curl(["http://127.0.0.1:\(port)/readyz"]).status == 200)
+        // `status --config` reads the token from the configuration; `--url` without one is told why.
+        let fixed = try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "port: 0", with: "port: \(port)")
+        let statusConfig = folder.appendingPathComponent("status.yaml").path
+        try Data(fixed.utf8).write(to: URL(fileURLWithPath: statusConfig))
+        let status = try Executable.run(["status", "--config", statusConfig])
+        #expect(status.status == 0 && status.stdout.contains("outbox"), "\(status.stderr)")
+        let refused = try Executable.run(["status", "--url", "http://127.0.0.1:\(port)"])
+        #expect(refused.status == 1 && refused.stderr.contains("answered 401 (the service requires its operations token"), "\(refused.stderr)")
+    }
 }

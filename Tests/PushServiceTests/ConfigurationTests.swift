@@ -251,6 +251,8 @@ struct ConfigurationTests {
             "apps.a.webhooks.w.secret: a webhook secret is \"whsec_\" followed by the base64 of at least 16 random bytes (Standard Webhooks)"
         ),
         ("http: {port: 70000}", "http.port: 70000 is out of range; expected a port: 0 to 65535"),
+        ("http: {operationsToken: short}", "http.operationsToken: 5 bytes; expected at least 16 printable ASCII characters without spaces"),
+        ("http: {operationsToken: \"with a space in it 0123\"}", "http.operationsToken: 23 bytes; expected at least 16 printable ASCII"),
         ("http: {port: \"80\"}", "http.port: expected an integer"),
         ("http: [1]", "http: expected a mapping of keys, got an array"),
         ("http: {host: \"\"}", "http.host: expected an IP address"),

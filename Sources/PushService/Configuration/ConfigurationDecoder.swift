@@ -70,9 +70,16 @@ struct ConfigurationDecoder {
             socketLimits: Self.socketLimits(ingestSection))
 
         let httpSection = root.section("http")
+        var operationsToken = httpSection.secret("operationsToken")
+        if let token = operationsToken, token.value.utf8.count < 16 || token.value.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
+            report.add(
+                "\(httpSection.label("operationsToken")): \(token.value.utf8.count) bytes; expected at least 16 printable ASCII characters without spaces (a bearer token)")
+            operationsToken = nil
+        }
         let http = ServiceConfiguration.HTTP(
             host: httpSection.host("host") ?? "127.0.0.1",
-            port: Int(httpSection.integer("port", range: 0...65535, expected: "a port: 0 to 65535 (0 picks a free one)") ?? 8080))
+            port: Int(httpSection.integer("port", range: 0...65535, expected: "a port: 0 to 65535 (0 picks a free one)") ?? 8080),
+            operationsToken: operationsToken)
 
         let deliverySection = root.section("delivery")
         let retrySection = deliverySection.section("retry")

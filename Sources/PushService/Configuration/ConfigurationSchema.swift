@@ -16,7 +16,7 @@ indirect enum ConfigurationSchema: Sendable {
             "socketMode": .leaf(.string), "socketMaxConnections": .leaf(.integer), "socketIdleTimeout": .leaf(.duration),
             "socketMaxBuffered": .leaf(.size), "socketShutdownGrace": .leaf(.duration),
         ]),
-        "http": .object(["host": .leaf(.string), "port": .leaf(.integer)]),
+        "http": .object(["host": .leaf(.string), "port": .leaf(.integer), "operationsToken": .leaf(.secret)]),
         "delivery": .object([
             "enabled": .leaf(.boolean),
             "retry": .object([

@@ -40,6 +40,10 @@ public struct ServiceConfiguration: Sendable {
         public var host: String
         /// `http.port`. Default 8080; 0 picks a free port (it is logged).
         public var port: Int
+        /// `http.operationsToken`: when set, `/metrics` and `/status` answer only requests with
+        /// `Authorization: Bearer <token>` (at least 16 bytes). Default none: they are open to
+        /// whoever reaches `http.host`.
+        public var operationsToken: Secret? = nil
     }
 
     public struct Delivery: Sendable, Equatable {

@@ -13,17 +13,25 @@ public enum StatusClient {
     }
 
     /// The `/status` document's bytes (at most 1 MiB), or why there is none.
-    public static func fetch(base: String) async throws(StatusError) -> [UInt8] {
+    public static func fetch(base: String, token: String? = nil) async throws(StatusError) -> [UInt8] {
         var base = base
         while base.hasSuffix("/") { base.removeLast() }
         let client = HTTPClient(eventLoopGroupProvider: .singleton)
         let fetched: Result<[UInt8], StatusError>
         do {
-            let response = try await client.execute(HTTPClientRequest(url: base + "/status"), timeout: .seconds(5))
+            var request = HTTPClientRequest(url: base + "/status")
+            if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
+            let response = try await client.execute(request, timeout: .seconds(5))
             if response.status.code == 200 {
                 fetched = .success(Array(buffer: try await response.body.collect(upTo: 1 << 20)))
             } else {
-                fetched = .failure(StatusError("\(base)/status answered \(response.status.code)"))
+                let hint =
+                    response.status.code == 401
+                    ? token == nil
+                        ? " (the service requires its operations token: give --config with http.operationsToken, or set PUSHDISPATCH_HTTP_OPERATIONSTOKEN)"
+                        : " (the operations token was refused)"
+                    : ""
+                fetched = .failure(StatusError("\(base)/status answered \(response.status.code)\(hint)"))
             }
         } catch {
             fetched = .failure(StatusError("cannot reach the service at \(base): \(error)"))

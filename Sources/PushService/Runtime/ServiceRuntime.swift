@@ -104,7 +104,7 @@ public struct ServiceRuntime: Sendable {
                 jwks: Self.publishedKeys(serviceKeys: serviceKeys, applications: applications),
                 operations: Operations(
                     instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,
-                    ingest: ingestCounters, cluster: processing.cluster),
+                    ingest: ingestCounters, cluster: processing.cluster, token: configuration.http.operationsToken),
                 address: parts.address, limits: tuning.connectionLimits, onListening: onListening, logger: logger
             ).application()
 

@@ -1,4 +1,5 @@
 import ArgumentParser
+import Foundation
 import PushCore
 import PushService
 
@@ -7,8 +8,9 @@ struct StatusCommand: AsyncParsableCommand {
         commandName: "status",
         abstract: "Summarise a running service: queue depth, oldest pending, deliveries, paused applications, ingest position.",
         discussion: """
-            Reads GET /status of the service that --config describes (its http.host and http.port), or of \
-            --url. Exits 1 when the service cannot be reached.
+            Reads GET /status of the service that --config describes (its http.host and http.port, and \
+            http.operationsToken if set), or of --url (the token then from PUSHDISPATCH_HTTP_OPERATIONSTOKEN, \
+            if set). Exits 1 when the service cannot be reached.
             """
     )
 
@@ -26,10 +28,19 @@ struct StatusCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let base = try url ?? StatusClient.baseURL(loadConfiguration(config ?? "", purpose: .replay))
+        let base: String
+        let token: String?
+        if let url {
+            base = url
+            token = ProcessInfo.processInfo.environment["PUSHDISPATCH_HTTP_OPERATIONSTOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+        } else {
+            let configuration = try loadConfiguration(config ?? "", purpose: .replay)
+            base = StatusClient.baseURL(configuration)
+            token = configuration.http.operationsToken?.value
+        }
         let body: [UInt8]
         do {
-            body = try await StatusClient.fetch(base: base)
+            body = try await StatusClient.fetch(base: base, token: token)
         } catch {
             printError("pushdispatch: \(error)")
             throw ExitCode(1)
