@@ -26,17 +26,17 @@ public final class DeliveryCounters: Sendable {
         self.clock = clock
     }
 
-    func count(provider: String, outcome: String) {
+    func count(provider: String, outcome: String, times: Int = 1) {
         let minute = clock.now / 60_000
         state.withLock { state in
-            state.outcomes["\(provider)/\(outcome)", default: 0] += 1
-            state.minutes[minute, default: [:]]["\(provider)/\(outcome)", default: 0] += 1
+            state.outcomes["\(provider)/\(outcome)", default: 0] += times
+            state.minutes[minute, default: [:]]["\(provider)/\(outcome)", default: 0] += times
             if state.minutes.count > Self.keptMinutes + 1 {
                 state.minutes = state.minutes.filter { $0.key > minute - Self.keptMinutes }
             }
         }
-        metrics.increment("pushdispatch_deliveries_total", [("provider", provider), ("outcome", outcome)])
-        if outcome == "revoked" { metrics.increment("pushdispatch_revocations_total", [("reason", RevokeReason.deliveryRejected.rawValue)]) }
+        metrics.increment("pushdispatch_deliveries_total", [("provider", provider), ("outcome", outcome)], by: times)
+        if outcome == "revoked" { metrics.increment("pushdispatch_revocations_total", [("reason", RevokeReason.deliveryRejected.rawValue)], by: times) }
     }
 
     func retried(provider: String) {

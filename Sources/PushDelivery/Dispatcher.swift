@@ -122,8 +122,13 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
 
     func loop(group: inout DiscardingTaskGroup) async {
         var failures = 0
+        var lastStaleSweep = Int64.min
         while !stopping {
             await settleAnswers()
+            if clock.now.saturatingSubtracting(lastStaleSweep) >= 1_000 {
+                lastStaleSweep = clock.now
+                await discardStale(now: lastStaleSweep)
+            }
             start(state.withLock { $0.machine.startable() }, group: &group)
             let now = clock.now
             let claim = state.withLock { $0.machine.claim(now: now) }
@@ -240,6 +245,39 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             }
         }
         state.withLock { $0.machine.settled(decisions.count) }
+    }
+
+    /// A paused sender's notifications are kept for the retry window counted from their
+    /// creation: older ones are discarded (counted as `discarded`), so that the outbox of an
+    /// application paused for days holds at most a window of its writes. (Paused, its
+    /// notifications are released without an attempt, so the window from the first attempt
+    /// would never start.) Run at most every second, and at least at every pause probe.
+    func discardStale(now: Int64) async {
+        let senders = state.withLock { $0.machine.paused.keys.sorted() }
+        guard !senders.isEmpty else { return }
+        let cutoff = now.saturatingSubtracting(configuration.machine.retry.window)
+        for sender in senders {
+            do {
+                let count = try await store.discardWaiting(for: sender, createdBefore: cutoff, now: now)
+                guard count > 0 else { continue }
+                counters.count(provider: Self.provider(of: sender.kind), outcome: "discarded", times: count)
+                logger.warning(
+                    "paused sender: notifications older than the retry window discarded",
+                    metadata: ["sender": "\(sender)", "count": "\(count)", "window": "\(configuration.machine.retry.window / 1_000)s"])
+            } catch {
+                if Task.isCancelled { return }
+                logger.error("the outbox cannot be read", metadata: ["error": "\(error)"])
+            }
+        }
+    }
+
+    /// The `provider` label of a kind's sends.
+    static func provider(of kind: SubscriptionKind) -> String {
+        switch kind {
+        case .mobile: "fcm"
+        case .huawei: "hms"
+        case .webhook: "webhook"
+        }
     }
 
     /// Counts and logs one decision.

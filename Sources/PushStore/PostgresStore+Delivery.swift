@@ -3,6 +3,21 @@ import PostgresNIO
 import PushCore
 
 extension PostgresStore: DeliveryStore {
+    public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
+        var count = 0
+        try await run { client in
+            let rows = try await client.query(
+                """
+                DELETE FROM notification
+                WHERE app = \(sender.app) AND kind = \(sender.kind.rawValue) AND coalesce(destination, '') = \(sender.destination ?? "")
+                  AND created_at < \(createdBefore) AND (claimed_until IS NULL OR claimed_until < \(now))
+                RETURNING id
+                """, logger: self.logger)
+            for try await _ in rows { count += 1 }
+        }
+        return count
+    }
+
     public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws
         -> [StoredNotification]
     {

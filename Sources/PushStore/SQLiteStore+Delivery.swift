@@ -15,6 +15,19 @@ extension SQLiteStore: DeliveryStore {
         return (sql, keys.flatMap { [$0.app, $0.kind.rawValue, $0.destination ?? ""] })
     }
 
+    public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
+        try await write { db in
+            try db.execute(
+                sql: """
+                    DELETE FROM notification
+                    WHERE app = ? AND kind = ? AND coalesce(destination, '') = ? AND created_at < ?
+                      AND (claimed_until IS NULL OR claimed_until < ?)
+                    """,
+                arguments: [sender.app, sender.kind.rawValue, sender.destination ?? "", createdBefore, now])
+            return db.changesCount
+        }
+    }
+
     public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws
         -> [StoredNotification]
     {

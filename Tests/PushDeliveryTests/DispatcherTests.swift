@@ -364,6 +364,34 @@ struct DispatcherTests {
         #expect(h.dispatcher.counters.deliveries(provider: "fcm", outcome: "revoked") == 0)
     }
 
+    @Test("a paused application keeps a retry window of notifications, counted from their creation: the outbox stays bounded")
+    func pausedOutboxBounded() async throws {
+        let h = try await DeliveryHarness(configuration: .init(retry: RetryPolicy(window: 10_000), pauseProbe: 30_000))
+        defer { Task { await h.close() } }
+        h.fakes.script("t1", Array(repeating: .recorded("fcm-third-party-auth"), count: 50))
+        let subscription = try await h.subscribe(token: "t1", mode: .childEvent)
+        let fcm = SenderKey(app: "toto", kind: .mobile)
+        h.start()
+        try await h.queue(subscription, .childEvent, seq: 1)
+        try await h.eventually("the pause") { h.dispatcher.paused[fcm] != nil }
+        // Two simulated minutes of writes, one a second, while the application stays paused
+        // (every probe refused): childEvent notifications never merge.
+        var depths: [Int] = []
+        for second in 2...120 {
+            try await h.advance(by: 1_000)
+            try await h.queue(subscription, .childEvent, seq: Int64(second))
+            try await h.eventually("the write seen") { h.clock.sleeperCount >= 1 }
+            depths.append(try await h.outbox().count)
+        }
+        #expect(h.dispatcher.paused[fcm] != nil, "the probes were refused: still paused")
+        // The window (10 s) of writes, plus the second the sweep may lag: never the 120 written.
+        #expect(depths.max()! <= 13, "outbox depths while paused: \(depths)")
+        #expect(try await h.outbox().count >= 9, "what the window keeps is kept")
+        #expect(h.dispatcher.counters.deliveries(provider: "fcm", outcome: "discarded") >= 100)
+        #expect(try await h.store.subscription(id: subscription.0.id) != nil, "a discard keeps the subscription")
+        #expect(h.dispatcher.counters.deliveries(provider: "fcm", outcome: "revoked") == 0)
+    }
+
     @Test("OAuth invalid_grant pauses the application too")
     func oauthFault() async throws {
         let h = try await DeliveryHarness()

@@ -26,6 +26,30 @@ struct DeliveryStoreContractTests {
         try await store.notifications(limit: 100).map { String(decoding: $0.entry.payload, as: UTF8.self) }
     }
 
+    @Test("a paused sender's notifications created before the cutoff are discarded, unless claimed; other senders' are kept", arguments: StoreKind.all)
+    func discardWaiting(kind: StoreKind) async throws {
+        let store = try await kind.make().store
+        let orders = makeSubscription(kind: .webhook, path: "/o", context: nil, destination: "orders", mode: .childEvent)
+        let audit = makeSubscription(kind: .webhook, path: "/a", context: nil, destination: "audit", mode: .childEvent)
+        let mobile = makeSubscription(path: "/m", mode: .childEvent)
+        let handles = [try await stored(store, orders), try await stored(store, audit), try await stored(store, mobile)]
+        for now: Int64 in [10, 20, 30] {
+            try await queue(
+                store, now: now,
+                [orders, audit, mobile].enumerated().map { entry($1, handles[$0], .childEvent, payload: "\($1.tuple.destination ?? "mobile")@\(now)") })
+        }
+        // The oldest of `orders` is claimed (in flight): kept.
+        let claimed = try await store.claim(
+            now: 100, limit: 1, claimant: "me", leaseUntil: 1_000, excluding: [SenderKey(app: "toto", kind: .webhook, destination: "audit"), SenderKey(app: "toto", kind: .mobile)])
+        #expect(claimed.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["orders@10"])
+        let ordersKey = SenderKey(app: "toto", kind: .webhook, destination: "orders")
+        #expect(try await store.discardWaiting(for: ordersKey, createdBefore: 30, now: 100) == 1)
+        #expect(try await store.discardWaiting(for: SenderKey(app: "toto", kind: .mobile), createdBefore: 25, now: 100) == 2)
+        #expect(try await store.discardWaiting(for: SenderKey(app: "other", kind: .mobile), createdBefore: 1_000, now: 100) == 0)
+        #expect(try await payloads(store).sorted() == ["audit@10", "audit@20", "audit@30", "mobile@30", "orders@10", "orders@30"])
+        #expect(try await store.outboxDepth().count == 6)
+    }
+
     @Test("a webhook destination left out of a claim leaves the application's other webhooks and kinds in", arguments: StoreKind.all)
     func excludesOneDestination(kind: StoreKind) async throws {
         let store = try await kind.make().store

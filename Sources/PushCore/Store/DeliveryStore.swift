@@ -84,4 +84,8 @@ public protocol DeliveryStore: Sendable {
     /// instance starting after a crash).
     @discardableResult
     func releaseClaims(claimant: String?) async throws -> Int
+
+    /// Deletes the notifications of `sender` created before `createdBefore` that nobody holds a
+    /// live claim on at `now` (a paused sender's, past the retry window): how many.
+    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int
 }
