@@ -1,7 +1,9 @@
 -- wrk script: every request creates a distinct subscription (a new context), so each is a
 -- 201 and a durable commit. Usage: see scripts/bench-api.sh.
+-- Users u0, u1, … each with its token (a line of $BENCH_TOKENS), taken in turn.
 local counter = 0
-local token = os.getenv("BENCH_TOKEN")
+local tokens = {}
+for line in io.lines(os.getenv("BENCH_TOKENS")) do tokens[#tokens + 1] = line end
 local threads = 0
 
 -- Runs in the main state: gives each thread its own id (a global of that thread's state).
@@ -12,11 +14,12 @@ end
 
 request = function()
   counter = counter + 1
+  local user = (counter * 2 + thread_id) % #tokens
   local body = string.format(
-    '{"kind":"mobile","mode":"value","path":"/users/u1/inbox/%d","context":"device-%d-%d"}',
-    counter % 1000, thread_id, counter)
-  return wrk.format("POST", "/datasync/v2/toto/subscriptions/u1", {
-    ["Authorization"] = "Bearer " .. token,
+    '{"kind":"mobile","mode":"value","path":"/users/u%d/inbox/%d","context":"device-%d-%d"}',
+    user, counter % 1000, thread_id, counter)
+  return wrk.format("POST", "/datasync/v2/toto/subscriptions/u" .. user, {
+    ["Authorization"] = "Bearer " .. tokens[user + 1],
     ["Content-Type"] = "application/json",
   }, body)
 end

@@ -12,9 +12,15 @@ server=
 trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 secret="bench-secret-of-at-least-thirty-two-bytes"
 port=18080
-export BENCH_TOKEN=$(python3 -c "
+# 2,000 users, one token each: every create is a distinct subscription of one of them, and no
+# user reaches subscriptions.maxPerUser (100) within a run of ~190,000 creates.
+users=2000
+export BENCH_TOKENS="$work/tokens.txt"
+python3 -c "
 from joserfc import jwt; from joserfc.jwk import OctKey; import time
-print(jwt.encode({'alg': 'HS256'}, {'sub': 'u1', 'exp': int(time.time()) + 3600}, OctKey.import_key('$secret')))")
+key = OctKey.import_key('$secret')
+for n in range($users):
+    print(jwt.encode({'alg': 'HS256'}, {'sub': 'u%d' % n, 'exp': int(time.time()) + 3600}, key))" > "$BENCH_TOKENS"
 
 # $1: a name; $2: the lines under apps.toto (indented four spaces).
 measure() {

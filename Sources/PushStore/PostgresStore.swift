@@ -105,7 +105,8 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
             if let maxPerUser {
                 // Under the subscription writers' lock: no other create commits meanwhile.
                 let rows = try await connection.query(
-                    "SELECT count(*) FROM subscription WHERE app = \(tuple.app) AND uid = \(tuple.uid)", logger: self.logger
+                    "SELECT count(*) FROM (SELECT 1 FROM subscription WHERE app = \(tuple.app) AND uid = \(tuple.uid) LIMIT \(maxPerUser)) AS mine",
+                    logger: self.logger
                 ).collect()
                 let count = Int(try rows.first?.decode(Int64.self) ?? 0)
                 if count >= maxPerUser { return .tooMany(count: count) }

@@ -77,8 +77,11 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
             }
             let tuple = subscription.tuple
             if let maxPerUser {
+                // Counted up to the limit only: a user far over it (created before the limit, or
+                // by an import) costs the limit's rows, not all of theirs.
                 let count = try Int.fetchOne(
-                    db.cachedStatement(sql: "SELECT count(*) FROM subscription WHERE app = ? AND uid = ?"), arguments: [tuple.app, tuple.uid]) ?? 0
+                    db.cachedStatement(sql: "SELECT count(*) FROM (SELECT 1 FROM subscription WHERE app = ? AND uid = ? LIMIT ?)"),
+                    arguments: [tuple.app, tuple.uid, maxPerUser]) ?? 0
                 if count >= maxPerUser { return .tooMany(count: count) }
             }
             try db.cachedStatement(
@@ -206,16 +209,17 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
             // Cached statements: every create reads the log (read-your-writes).
             let pruned = try Int64.fetchOne(db.cachedStatement(sql: "SELECT pruned_through FROM change_log_state WHERE id = 1")) ?? 0
             if sequence < pruned { throw StoreError.changeLogPruned(through: pruned) }
+            // Columns by position: a lookup by name lowercases the name, per row and column.
             return try Row.fetchAll(
-                db.cachedStatement(sql: "SELECT * FROM subscription_change WHERE sequence > ? ORDER BY sequence LIMIT ?"),
+                db.cachedStatement(
+                    sql: "SELECT sequence, operation, handle, app, path, mode FROM subscription_change WHERE sequence > ? ORDER BY sequence LIMIT ?"),
                 arguments: [sequence, limit]
             ).map { row in
-                guard let operation = SubscriptionChange.Operation(rawValue: row["operation"]) else {
-                    throw StoreError.corrupt("unknown change operation \(String(describing: row["operation"] as String?))")
+                guard let operation = SubscriptionChange.Operation(rawValue: row[1]) else {
+                    throw StoreError.corrupt("unknown change operation \(String(describing: row[1] as String?))")
                 }
                 return SubscriptionChange(
-                    sequence: row["sequence"], operation: operation, handle: row["handle"], app: row["app"],
-                    path: try Self.path(row["path"]), mode: try Self.mode(row["mode"]))
+                    sequence: row[0], operation: operation, handle: row[2], app: row[3], path: try Self.path(row[4]), mode: try Self.mode(row[5]))
             }
         }
     }

@@ -124,4 +124,70 @@ struct SubscriptionRegistryTests {
         try await registry.sync()
         #expect(matches(registry, "/") == ["/a noData", "/b value", "/d value"])
     }
+
+    /// A store that counts the reads of its change log.
+    final class CountingStore: SubscriptionStore {
+        let store: SQLiteStore
+        let reads = Mutex(0)
+        init(_ store: SQLiteStore) { self.store = store }
+        func save(_ subscription: Subscription, allowUpdate: Bool) async throws -> SaveOutcome { try await store.save(subscription, allowUpdate: allowUpdate) }
+        func save(_ subscription: Subscription, allowUpdate: Bool, maxPerUser: Int?) async throws -> SaveOutcome {
+            try await store.save(subscription, allowUpdate: allowUpdate, maxPerUser: maxPerUser)
+        }
+        func subscription(app: String, uid: String, id: String) async throws -> Subscription? { try await store.subscription(app: app, uid: uid, id: id) }
+        func subscriptions(app: String, uid: String) async throws -> [Subscription] { try await store.subscriptions(app: app, uid: uid) }
+        func subscriptions(app: String?, after handle: Int64, limit: Int) async throws -> [Subscription] {
+            try await store.subscriptions(app: app, after: handle, limit: limit)
+        }
+        func subscription(id: String) async throws -> Subscription? { try await store.subscription(id: id) }
+        func subscriptions(handles: [Int64]) async throws -> [Int64: Subscription] { try await store.subscriptions(handles: handles) }
+        func remove(app: String, uid: String, id: String) async throws -> Subscription? { try await store.remove(app: app, uid: uid, id: id) }
+        func updateExpiration(app: String, uid: String, id: String, expiresAt: Int64, auth: JSON?) async throws -> Subscription? {
+            try await store.updateExpiration(app: app, uid: uid, id: id, expiresAt: expiresAt, auth: auth)
+        }
+        func indexRecords(after handle: Int64, limit: Int) async throws -> [IndexRecord] { try await store.indexRecords(after: handle, limit: limit) }
+        func changes(after sequence: Int64, limit: Int) async throws -> [SubscriptionChange] {
+            reads.withLock { $0 += 1 }
+            return try await store.changes(after: sequence, limit: limit)
+        }
+        func lastChange() async throws -> Int64 { try await store.lastChange() }
+        func pruneChanges(through sequence: Int64) async throws { try await store.pruneChanges(through: sequence) }
+        func countByKind() async throws -> [SubscriptionKind: Int] { try await store.countByKind() }
+    }
+
+    @Test("concurrent catch-ups share their reads of the log, and each still sees its own write")
+    func sharedCatchUps() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("registry-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let store = CountingStore(try SQLiteStore(path: folder.appendingPathComponent("store.db").path))
+        let registry = SubscriptionRegistry(store: store, logger: Logger(label: "test"))
+        try await registry.load()
+        let before = store.reads.withLock { $0 }
+        let writers = 300
+        let seen = try await withThrowingTaskGroup(of: Bool.self) { group in
+            for number in 0..<writers {
+                group.addTask {
+                    _ = try await store.save(subscription("/w/\(number)"), allowUpdate: false)
+                    await registry.catchUp()
+                    // Read-your-writes: the catch-up returned after a read that saw this save.
+                    return matches(registry, "/w/\(number)") == ["/w/\(number) value"]
+                }
+            }
+            return try await group.reduce(into: 0) { $0 += $1 ? 1 : 0 }
+        }
+        #expect(seen == writers)
+        #expect(registry.count == writers)
+        #expect(store.reads.withLock { $0 } - before < 2 * writers)
+        // 300 catch-ups at once, after 300 writes: one read (and the read that finds the end of
+        // the log) serves those that came first, one more those that came during it. Before,
+        // each catch-up read the log itself: 300 reads or more.
+        for number in writers..<(2 * writers) { _ = try await store.save(subscription("/w/\(number)"), allowUpdate: false) }
+        let start = store.reads.withLock { $0 }
+        await withTaskGroup(of: Void.self) { group in
+            for _ in 0..<writers { group.addTask { await registry.catchUp() } }
+        }
+        #expect(registry.count == 2 * writers)
+        let reads = store.reads.withLock { $0 } - start
+        #expect(reads <= 30, "\(reads) reads of the log for \(writers) catch-ups at once")
+    }
 }

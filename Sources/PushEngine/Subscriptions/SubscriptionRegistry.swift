@@ -31,8 +31,20 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
 
     public static let cacheLimit = 65_536
 
+    /// Catch-ups in progress (``catchUp()``): one reads the log at a time, for everyone.
+    struct CatchUps {
+        /// A read of the log is running (its caller reads again while others wait).
+        var running = false
+        /// Reads of the log started, and finished.
+        var started = 0
+        var finished = 0
+        /// Callers waiting for the read numbered `after` or a later one to finish.
+        var waiting: [(after: Int, continuation: CheckedContinuation<Bool, Never>)] = []
+    }
+
     let store: any SubscriptionStore
     let state = Mutex(State())
+    let catchUps = Mutex(CatchUps())
     let logger: Logger
 
     let nudges: AsyncStream<Void>
@@ -62,11 +74,52 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
 
     /// Applies what was committed up to now (read-your-writes: the REST API calls it before it
     /// answers); when the store cannot be read, asks for a sync soon instead.
+    ///
+    /// Concurrent callers share reads: each waits for a read that *started* after it was
+    /// called (so it saw the caller's commit), and one caller at a time reads for all who wait.
+    /// (Reading once per caller made N concurrent creates read N times what N had written: the
+    /// API's throughput fell as connections rose.)
     public func catchUp() async {
-        do {
-            try await sync()
-        } catch {
-            nudge()
+        enum Role { case read, wait(after: Int) }
+        let role = catchUps.withLock { state -> Role in
+            if state.running { return .wait(after: state.started + 1) }
+            state.running = true
+            return .read
+        }
+        switch role {
+        case .wait(let after):
+            let served = await withCheckedContinuation { (continuation: CheckedContinuation<Bool, Never>) in
+                let now = catchUps.withLock { state -> Bool? in
+                    if state.finished >= after { return true }
+                    // The reader stopped before a read for this caller: none runs now.
+                    if !state.running { return false }
+                    state.waiting.append((after, continuation))
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+            if !served { await catchUp() }
+        case .read:
+            while true {
+                let number = catchUps.withLock { state -> Int in
+                    state.started += 1
+                    return state.started
+                }
+                do {
+                    try await sync()
+                } catch {
+                    nudge()
+                }
+                let (woken, more) = catchUps.withLock { state -> ([CheckedContinuation<Bool, Never>], Bool) in
+                    state.finished = number
+                    let woken = state.waiting.filter { $0.after <= number }.map(\.continuation)
+                    state.waiting.removeAll { $0.after <= number }
+                    if state.waiting.isEmpty { state.running = false }
+                    return (woken, !state.waiting.isEmpty)
+                }
+                for continuation in woken { continuation.resume(returning: true) }
+                if !more { return }
+            }
         }
     }
 
