@@ -147,7 +147,8 @@ enum IngestBenchmark {
         let settings = rules.map { ["bench": PipelineSettings(maxWeight: PipelineSettings.standard.maxWeight, rules: $0)] } ?? [:]
         let engine = RecordEngine(trees: loaded, settings: settings, sealers: sealers, registry: registry, logger: logger)
         let writer = BatchWriter(
-            deadLetters: DeadLetterFile(path: folder + "/dead.ndjson"), counters: IngestCounters(), index: registry, outbox: NoOutbox(), logger: logger)
+            deadLetters: DeadLetterFile(path: folder + "/dead.ndjson", logger: logger), counters: IngestCounters(), index: registry, outbox: NoOutbox(),
+            logger: logger)
         let ingestor = Ingestor(queue: queue, store: store, checker: LineChecker(), engine: engine, writer: writer, clock: SystemClock(), logger: logger)
         let ingestLines = lines.map { IngestLine(bytes: $0, source: "bench", position: 0) }
         // The service's loop: a source sends lines into the bounded queue, the ingestor takes

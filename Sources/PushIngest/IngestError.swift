@@ -47,4 +47,8 @@ public struct IngestError: Error, Sendable, Equatable, CustomStringConvertible {
     static func deadLetterFile(_ path: String, _ what: String, errno code: Int32) -> IngestError {
         IngestError(kind: .deadLetterFile, path: path, detail: "\(what): \(String(cString: strerror(code)))")
     }
+
+    static func deadLetterFile(_ path: String, _ detail: String) -> IngestError {
+        IngestError(kind: .deadLetterFile, path: path, detail: detail)
+    }
 }

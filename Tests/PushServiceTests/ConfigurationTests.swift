@@ -41,6 +41,7 @@ struct ConfigurationTests {
         #expect(toto.keys == Self.fixtures.appendingPathComponent("jose/test-keyset.json").path)
         #expect(toto.subscriptions.lifetimes == .init(defaultLifetime: 7 * 86_400, maxLifetime: 30 * 86_400))
         #expect(toto.subscriptions.maxWeight == 1 << 20)
+        #expect(configuration.ingest.deadLetterMaxSize == 256 << 20)
     }
 
     @Test("an empty configuration takes every default")
@@ -48,6 +49,7 @@ struct ConfigurationTests {
         let configuration = try load("")
         #expect(configuration.store == .sqlite(path: "/etc/pd/pushdispatch.db"))
         #expect(configuration.ingest.deadLetter == "/etc/pd/dead-letter.ndjson")
+        #expect(configuration.ingest.deadLetterMaxSize == 1 << 30)
         #expect(configuration.http.port == 8080 && configuration.http.host == "127.0.0.1")
         #expect(configuration.delivery.timeout == .seconds(10) && configuration.delivery.perProvider == 256)
         #expect(configuration.expiry.interval == .seconds(15))
@@ -67,6 +69,15 @@ struct ConfigurationTests {
         #expect(try load("ingest: {socketMode: 640}").ingest.socketLimits.mode == 0o640)
         #expect(try load("ingest: {socketMode: \"0o666\"}").ingest.socketLimits.mode == 0o666)
         #expect(try load("", ConfigurationTests.environment.merging(["PUSHDISPATCH_INGEST_SOCKETMODE": "0640"]) { $1 }).ingest.socketLimits.mode == 0o640)
+    }
+
+    @Test("ingest.deadLetterMaxSize: a size from 64KiB to 1TiB, in YAML as text or a number, or from its variable")
+    func deadLetterMaxSize() throws {
+        #expect(try load("ingest: {deadLetterMaxSize: 64MiB}").ingest.deadLetterMaxSize == 64 << 20)
+        #expect(try load("ingest: {deadLetterMaxSize: 65536}").ingest.deadLetterMaxSize == 64 << 10)
+        #expect(try load("ingest: {deadLetterMaxSize: 1024GiB}").ingest.deadLetterMaxSize == 1 << 40)
+        let environment = ConfigurationTests.environment.merging(["PUSHDISPATCH_INGEST_DEADLETTERMAXSIZE": "2GiB"]) { $1 }
+        #expect(try load("ingest: {deadLetterMaxSize: 64MiB}", environment).ingest.deadLetterMaxSize == 2 << 30)
     }
 
     @Test("store.postgres: the URL is kept as written; its TLS parameters are checked without connecting")
@@ -140,6 +151,10 @@ struct ConfigurationTests {
         ("PUSHDISPATCH_DELIVERY_RETRY_JITTER", "nan", "expected a decimal number"),
         ("PUSHDISPATCH_DELIVERY_RETRY_JITTER", "1e400", "expected a decimal number"),
         ("PUSHDISPATCH_EXPIRY_INTERVAL", "0s", "expiry.interval (set by PUSHDISPATCH_EXPIRY_INTERVAL): 0s is out of range"),
+        (
+            "PUSHDISPATCH_INGEST_DEADLETTERMAXSIZE", "1 GiB",
+            "ingest.deadLetterMaxSize (set by PUSHDISPATCH_INGEST_DEADLETTERMAXSIZE): expected a size such as 4096, 64KiB or 1MiB, got \"1 GiB\""
+        ),
     ])
     func badOverride(variable: String, value: String, message: String) {
         var environment = Self.environment
@@ -290,6 +305,11 @@ struct ConfigurationTests {
         ("ingest: {socketIdleTimeout: 0s}", "ingest.socketIdleTimeout: 0s is out of range"),
         ("ingest: {socketMaxBuffered: 100}", "ingest.socketMaxBuffered: 100 bytes is out of range; expected 4096 to"),
         ("ingest: {socketShutdownGrace: 2h}", "ingest.socketShutdownGrace: 2h is out of range"),
+        ("ingest: {deadLetterMaxSize: 64000}", "ingest.deadLetterMaxSize: 64000 bytes is out of range; expected 65536 to 1099511627776 bytes"),
+        ("ingest: {deadLetterMaxSize: 1025GiB}", "ingest.deadLetterMaxSize: 1100585369600 bytes is out of range; expected 65536 to 1099511627776 bytes"),
+        ("ingest: {deadLetterMaxSize: 0}", "ingest.deadLetterMaxSize: 0 bytes is out of range; expected 65536 to"),
+        ("ingest: {deadLetterMaxSize: 1GB}", "ingest.deadLetterMaxSize: expected a size such as 4096, 64KiB or 1MiB, got \"1GB\""),
+        ("ingest: {deadLetterMaxSize: 1.5}", "ingest.deadLetterMaxSize: expected a size such as 4096, 64KiB or 1MiB, got 1.5"),
         ("expiry: {interval: 5m}", "expiry.interval: 5m is out of range; expected at most 30s"),
         ("expiry: {interval: 0s}", "expiry.interval: 0s is out of range"),
         ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of auth, fcm, hms, keys, rules, signingKey, subscriptions, webhooks"),

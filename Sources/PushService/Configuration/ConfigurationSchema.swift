@@ -12,7 +12,8 @@ indirect enum ConfigurationSchema: Sendable {
     static let root: ConfigurationSchema = .object([
         "store": .object(["sqlite": .leaf(.string), "postgres": .leaf(.secret)]),
         "ingest": .object([
-            "queueFile": .leaf(.string), "socket": .leaf(.string), "deadLetter": .leaf(.string), "snapshotAfter": .leaf(.size),
+            "queueFile": .leaf(.string), "socket": .leaf(.string), "deadLetter": .leaf(.string), "deadLetterMaxSize": .leaf(.size),
+            "snapshotAfter": .leaf(.size),
             "socketMode": .leaf(.string), "socketMaxConnections": .leaf(.integer), "socketIdleTimeout": .leaf(.duration),
             "socketMaxBuffered": .leaf(.size), "socketShutdownGrace": .leaf(.duration),
         ]),

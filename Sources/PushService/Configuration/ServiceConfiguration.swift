@@ -18,6 +18,9 @@ public struct ServiceConfiguration: Sendable {
         public var socket: String?
         /// `ingest.deadLetter`. Default `./dead-letter.ndjson`.
         public var deadLetter: String
+        /// `ingest.deadLetterMaxSize`: past this many bytes the dead-letter file is renamed to
+        /// `<deadLetter>.1` (replacing an older one) and a new one is started. Default 1 GiB.
+        public var deadLetterMaxSize: Int = DeadLetterFile.defaultMaxSize
         /// `ingest.snapshotAfter`: an application's tree is snapshotted once this many bytes of its
         /// records were journalled since the last snapshot. Default 64 MiB.
         public var snapshotAfter: Int = 64 << 20

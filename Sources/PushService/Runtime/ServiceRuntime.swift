@@ -85,7 +85,8 @@ public struct ServiceRuntime: Sendable {
             let parts = ServiceParts(
                 configuration: configuration, applications: applications, registry: registry, sealers: sealers, queue: queue,
                 checkpoints: Dictionary(stored.map { ($0.source, $0) }, uniquingKeysWith: { $1 }),
-                deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter), counters: ingestCounters, delivery: dispatcher,
+                deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter, maxSize: configuration.ingest.deadLetterMaxSize, logger: logger),
+                counters: ingestCounters, delivery: dispatcher,
                 address: AdvertisedAddress(configuration.http.advertised), view: readingData.isEmpty ? nil : trees, clock: clock, tuning: tuning,
                 logger: logger)
 
