@@ -208,7 +208,7 @@ struct ConfigurationTests {
         }
         let start = ContinuousClock.now
         #expect(error(bomb).contains("aliases and anchors are not supported"))
-        #expect(ContinuousClock.now - start < .seconds(2))
+        #expect(ContinuousClock.now - start < .seconds(10))  // expanded, 10^9 values would take minutes
         #expect(error("a: &x 1\nb: *x").contains("line 2: a '*'"))
         #expect(error("a: &x 1").contains("YAML anchors and aliases (&name, *name) are not supported"))
         // Aliases as complex keys: Yams would hash the expanded key while composing.
@@ -230,7 +230,7 @@ struct ConfigurationTests {
         flow += " \"m\":{? {\"k\":*a40} : 1}}\n"
         let flowStart = ContinuousClock.now
         #expect(error(flow).contains("line 2: a '*' that starts a value reads as a YAML alias"))
-        #expect(ContinuousClock.now - flowStart < .seconds(2))
+        #expect(ContinuousClock.now - flowStart < .seconds(10))
         #expect(error("title: it's \"x\nl1: &a [1]\nl2: [*a, *a]\n# \"").contains("line 3: a '*'"))
         #expect(error("a: \"x, *y\"").contains("line 1: a '*'"))  // a false alarm, with the way out in the message
         let deep = String(repeating: "[", count: 40) + String(repeating: "]", count: 40)

@@ -71,15 +71,19 @@ public protocol ClusterStore: IngestStore {
     func listen(_ wake: @escaping @Sendable (ClusterSignal) -> Void) async
 }
 
+/// A record a source had accepted already: its index in the records given, and the source's
+/// watermark then.
+public typealias AcceptedAlready = (index: Int, watermark: Int64)
+
 /// What ``ClusterStore/enqueue(_:checkpoints:)`` did besides storing.
 public struct EnqueueResult: Sendable {
     /// Indexes (in the records given) of records not stored: their source had accepted that
     /// `seq` already, with the watermark it had then.
-    public var duplicates: [(index: Int, watermark: Int64)] = []
+    public var duplicates: [AcceptedAlready] = []
     /// Each source's watermark after the commit.
     public var watermarks: [String: Int64] = [:]
 
-    public init(duplicates: [(index: Int, watermark: Int64)] = [], watermarks: [String: Int64] = [:]) {
+    public init(duplicates: [AcceptedAlready] = [], watermarks: [String: Int64] = [:]) {
         self.duplicates = duplicates
         self.watermarks = watermarks
     }

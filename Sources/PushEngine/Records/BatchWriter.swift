@@ -50,7 +50,7 @@ public struct BatchWriter: Sendable {
     /// (a source shared by instances): `store` returns them, and they are refused as the checks
     /// refuse a repeated `seq`.
     public func accept(
-        _ checked: CheckedLines, _ what: String, now: Int64, _ store: () async throws -> [(index: Int, watermark: Int64)]
+        _ checked: CheckedLines, _ what: String, now: Int64, _ store: () async throws -> [AcceptedAlready]
     ) async throws {
         try await writeLetters(checked.letters)
         let duplicates = try await retryingIngestion(what, logger: logger, store)

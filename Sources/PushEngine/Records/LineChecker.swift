@@ -95,7 +95,7 @@ public struct CheckedLines: Sendable {
     /// Refuses records accepted here that the store found accepted already (their `seq`
     /// came through another instance): returns their dead letters; their answers become
     /// refusals and their counts move.
-    public mutating func refuseAccepted(_ duplicates: [(index: Int, watermark: Int64)], now: Int64) -> [DeadLetter] {
+    public mutating func refuseAccepted(_ duplicates: [AcceptedAlready], now: Int64) -> [DeadLetter] {
         var letters: [DeadLetter] = []
         var refused = Set<Int>()
         for (index, watermark) in duplicates where accepted.indices.contains(index) {
