@@ -230,7 +230,16 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         while true {
             do {
                 let result = try await store.settle(settlements, claimant: configuration.claimant, now: now)
-                if result.discarded > 0 { logger.warning("notifications discarded after the retry window", metadata: ["count": "\(result.discarded)"]) }
+                if result.discarded > 0 {
+                    logger.warning("notifications discarded after the retry window", metadata: ["count": "\(result.discarded)"])
+                    // Each decision counted its own notification; the ones waiting behind it
+                    // went with it: count them too.
+                    for decision in decisions {
+                        if case .discard(let id, _) = decision.settlement, let count = result.discardedWith[id], count > 1 {
+                            counters.count(provider: decision.provider, outcome: "discarded", times: count - 1)
+                        }
+                    }
+                }
                 if result.lost > 0 { logger.warning("claims lost before their settlement", metadata: ["count": "\(result.lost)"]) }
                 if !result.revoked.isEmpty { index.nudge() }
                 break

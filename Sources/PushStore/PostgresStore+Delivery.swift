@@ -120,10 +120,12 @@ extension PostgresStore: DeliveryStore {
                         result.lost += 1
                         continue
                     }
-                    result.discarded +=
+                    let count =
                         try await connection.query(
                             "DELETE FROM notification WHERE subscription_handle = \(handle) RETURNING id", logger: self.logger
                         ).collect().count
+                    result.discarded += count
+                    result.discardedWith[id] = count
                 case .revoke(let id, let handle, let notification):
                     guard try await holds(id) != nil else {
                         result.lost += 1

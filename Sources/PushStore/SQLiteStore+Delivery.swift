@@ -140,7 +140,9 @@ extension SQLiteStore: DeliveryStore {
                         result.lost += 1
                         continue
                     }
-                    result.discarded += try dropSubscription.run { try $0.bind(handle) }
+                    let count = try dropSubscription.run { try $0.bind(handle) }
+                    result.discarded += count
+                    result.discardedWith[id] = count
                 case .revoke(let id, let handle, let notification):
                     guard try holds(id) != nil else {
                         result.lost += 1

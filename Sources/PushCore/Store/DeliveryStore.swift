@@ -51,6 +51,8 @@ public struct SenderKey: Hashable, Sendable, Comparable, CustomStringConvertible
 public struct SettleResult: Sendable, Equatable {
     /// Notifications discarded (the settled ones and the others of their subscriptions).
     public var discarded = 0
+    /// Of those, by the id of the settled notification: how many went with it (itself included).
+    public var discardedWith: [Int64: Int] = [:]
     /// Subscriptions deleted.
     public var revoked: [Int64] = []
     /// Retried notifications that gave way to a newer one.
