@@ -9,9 +9,56 @@ import Glibc
 /// test process, pass or fail: each runs under `setpriv --pdeathsig KILL` (the kernel kills it
 /// when its parent goes, even by SIGKILL), and the ones still running when the test process
 /// exits normally are killed then too.
+///
+/// Start them with ``launch(_:)``, not `Process.run()`: the kernel's "parent" is the *thread*
+/// that forked, and a thread of the concurrency pool that sits idle is ended by the pool, which
+/// killed a service in the middle of a test. ``launch(_:)`` forks from one thread that lives as
+/// long as the test process.
 public enum TestProcesses {
     private static let running = Mutex<[Process]>([])
     private static let registered = Mutex(false)
+    private static let spawner = Spawner()
+
+    /// Starts `process` from the thread that lives as long as this process (see above).
+    public static func launch(_ process: Process) throws {
+        let outcome = Mutex<Result<Void, any Error>?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        spawner.run {
+            let result = Result { try process.run() }
+            outcome.withLock { $0 = result }
+            done.signal()
+        }
+        done.wait()
+        try outcome.withLock { $0! }.get()
+    }
+
+    /// One thread that never ends, running jobs in order.
+    final class Spawner: @unchecked Sendable {
+        // @unchecked Sendable: `jobs` is guarded by `condition`.
+        private let condition = NSCondition()
+        private var jobs: [@Sendable () -> Void] = []
+
+        init() {
+            let thread = Thread { [self] in
+                while true {
+                    condition.lock()
+                    while jobs.isEmpty { condition.wait() }
+                    let job = jobs.removeFirst()
+                    condition.unlock()
+                    job()
+                }
+            }
+            thread.name = "test-process-spawner"
+            thread.start()
+        }
+
+        func run(_ job: @escaping @Sendable () -> Void) {
+            condition.lock()
+            jobs.append(job)
+            condition.signal()
+            condition.unlock()
+        }
+    }
 
     /// A process for `executable arguments…` that dies with this one; start it with `run()`.
     public static func make(_ executable: URL, _ arguments: [String]) -> Process {
@@ -83,7 +130,7 @@ public enum PythonPackages {
         process.standardOutput = output
         process.standardError = output
         process.standardInput = FileHandle.nullDevice
-        try process.run()
+        try TestProcesses.launch(process)
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         return (process.terminationStatus, String(text.suffix(2_000)))

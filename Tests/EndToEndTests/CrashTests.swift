@@ -104,7 +104,7 @@ struct CrashTests {
         process.currentDirectoryURL = folder
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle(forWritingAtPath: "/dev/null")
-        try process.run()
+        try TestProcesses.launch(process)
         return process
     }
 

@@ -32,7 +32,7 @@ enum Executable {
         process.standardInput = stdin
         process.standardOutput = stdout
         process.standardError = stderr
-        try process.run()
+        try TestProcesses.launch(process)
         // Write and read concurrently so large inputs cannot dead-lock on full pipes.
         let writer = Thread {
             stdin.fileHandleForWriting.write(Data(input.utf8))

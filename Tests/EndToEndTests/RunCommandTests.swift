@@ -16,7 +16,7 @@ final class RunningService: Sendable {
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        try TestProcesses.launch(process)
         stderr.fileHandleForReading.readabilityHandler = { [self] handle in
             let data = handle.availableData
             if !data.isEmpty { self.log.withLock { $0 += String(decoding: data, as: UTF8.self) } }
@@ -91,7 +91,7 @@ struct RunCommandTests {
         let process = TestProcesses.make(URL(fileURLWithPath: "/usr/bin/curl"), ["-s", "-i"] + arguments)
         let output = Pipe()
         process.standardOutput = output
-        try process.run()
+        try TestProcesses.launch(process)
         let data = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         let text = String(decoding: data, as: UTF8.self)

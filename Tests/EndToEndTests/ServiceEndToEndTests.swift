@@ -69,7 +69,7 @@ struct ServiceEndToEndTests {
         process.standardInput = input
         process.standardOutput = output
         process.standardError = errors
-        try process.run()
+        try TestProcesses.launch(process)
         input.fileHandleForWriting.write(Data(metrics.body.utf8))
         try input.fileHandleForWriting.close()
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -588,7 +588,7 @@ struct StandardWebhooksTests {
         let output = Pipe()
         process.standardOutput = output
         process.standardError = output
-        try process.run()
+        try TestProcesses.launch(process)
         let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0 && text.contains("verified"), "standardwebhooks says: \(text)")

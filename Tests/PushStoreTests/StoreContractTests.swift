@@ -356,7 +356,7 @@ struct SQLiteSchemaTests {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
-        try process.run()
+        try TestProcesses.launch(process)
         process.waitUntilExit()
         return (process.terminationStatus, String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
     }
@@ -412,7 +412,7 @@ struct SQLiteMigrationTests {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
         process.arguments = [path, setup]
-        try process.run()
+        try TestProcesses.launch(process)
         process.waitUntilExit()
         #expect(process.terminationStatus == 0)
 
