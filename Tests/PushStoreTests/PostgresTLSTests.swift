@@ -37,15 +37,15 @@ struct PostgresTLSTests {
 
     /// Why the store at `url` cannot be opened; never the password.
     func refusal(_ url: String) async -> String {
-        let started = ContinuousClock.now
-        // Immediate: well under the pool's minute of retries (with room for a loaded machine).
-        defer { #expect(ContinuousClock.now - started < .seconds(30), "a refusal is immediate, not the pool's minute of retries") }
         do {
             let store = try await PostgresStore.open(url: url, logger: Self.logger)
             store.close()
             return "opened"
         } catch {
             #expect(!"\(error)".contains("pw-secret"), "\(error)")
+            // The refusal itself, from the one connection made at open: not the pool's timeout
+            // after its minute of retries. (No wall-clock bound: a loaded CI machine stalls.)
+            #expect(!"\(error)".lowercased().contains("timeout") && !"\(error)".contains("did not answer in time"), "\(error)")
             #expect((error as? StoreError)?.kind == .unavailable, "\(error)")
             return "\(error)"
         }
