@@ -298,7 +298,8 @@ enum PostgresMigrations {
 
     /// Applies what is missing, one instance at a time.
     static func migrate(_ client: PostgresClient, logger: Logger) async throws {
-        try await client.withConnection { connection in
+        try await client.withConnection { leased in
+            let connection = PostgresSession(connection: leased, logger: logger)
             _ = try await connection.query("SELECT pg_advisory_lock(\(PostgresStore.migrationLock))", logger: logger).collect()
             do {
                 try await connection.query(
@@ -330,8 +331,8 @@ extension PostgresStore {
     /// The schema version applied (the highest migration).
     public func schemaVersion() async throws -> Int {
         var version: Int32 = 0
-        try await run { client in
-            for try await value in try await client.query("SELECT coalesce(max(version), 0) FROM schema_migration").decode(Int32.self) {
+        try await run { session in
+            for try await value in try await session.query("SELECT coalesce(max(version), 0) FROM schema_migration").decode(Int32.self) {
                 version = value
             }
         }

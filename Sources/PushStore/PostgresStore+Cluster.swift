@@ -67,8 +67,8 @@ extension PostgresStore: ClusterStore {
 
     public func inbox(app: String, limit: Int) async throws -> [InboxRecord] {
         var records: [InboxRecord] = []
-        try await run { client in
-            let rows = try await client.query(
+        try await run { session in
+            let rows = try await session.query(
                 "SELECT id, app, source, position, line FROM inbox WHERE app = \(app) ORDER BY id LIMIT \(Int64(limit))")
             for try await (id, app, source, position, line) in rows.decode((Int64, String, String, Int64, ByteBuffer).self) {
                 records.append(InboxRecord(id: id, app: app, source: source, position: position, line: Array(line.readableBytesView)))
@@ -79,16 +79,16 @@ extension PostgresStore: ClusterStore {
 
     public func inboxApplications() async throws -> [String] {
         var apps: [String] = []
-        try await run { client in
-            for try await app in try await client.query("SELECT DISTINCT app FROM inbox ORDER BY 1").decode(String.self) { apps.append(app) }
+        try await run { session in
+            for try await app in try await session.query("SELECT DISTINCT app FROM inbox ORDER BY 1").decode(String.self) { apps.append(app) }
         }
         return apps
     }
 
     public func inboxDepth() async throws -> Int {
         var depth = 0
-        try await run { client in
-            for try await count in try await client.query("SELECT count(*) FROM inbox").decode(Int64.self) { depth = Int(count) }
+        try await run { session in
+            for try await count in try await session.query("SELECT count(*) FROM inbox").decode(Int64.self) { depth = Int(count) }
         }
         return depth
     }
@@ -96,8 +96,8 @@ extension PostgresStore: ClusterStore {
     @discardableResult
     public func heartbeat(instance: String, address: String) async throws -> Int64 {
         var now: Int64 = 0
-        try await run { client in
-            let rows = try await client.query(
+        try await run { session in
+            let rows = try await session.query(
                 """
                 INSERT INTO instance (name, address, started_at, heartbeat_at)
                 VALUES (\(instance), \(address), \(unescaped: Self.databaseMilliseconds), \(unescaped: Self.databaseMilliseconds))
@@ -126,8 +126,8 @@ extension PostgresStore: ClusterStore {
 
     public func instanceState(named name: String) async throws -> (heartbeatAt: Int64, retiring: Bool, address: String, now: Int64)? {
         var state: (Int64, Bool, String, Int64)?
-        try await run { client in
-            let rows = try await client.query(
+        try await run { session in
+            let rows = try await session.query(
                 "SELECT heartbeat_at, retiring, address, \(unescaped: Self.databaseMilliseconds) FROM instance WHERE name = \(name)")
             for try await row in rows.decode((Int64, Bool, String, Int64).self) { state = row }
         }
@@ -136,8 +136,8 @@ extension PostgresStore: ClusterStore {
 
     /// Marks a new start of `instance` (its uptime counts from now).
     public func registerStart(instance: String, address: String) async throws {
-        try await run { client in
-            try await client.query(
+        try await run { session in
+            try await session.query(
                 """
                 INSERT INTO instance (name, address, started_at, heartbeat_at)
                 VALUES (\(instance), \(address), \(unescaped: Self.databaseMilliseconds), \(unescaped: Self.databaseMilliseconds))
@@ -148,21 +148,21 @@ extension PostgresStore: ClusterStore {
     }
 
     public func retire(instance: String) async throws {
-        try await run { client in
-            try await client.query("UPDATE instance SET retiring = true WHERE name = \(instance)")
+        try await run { session in
+            try await session.query("UPDATE instance SET retiring = true WHERE name = \(instance)")
         }
     }
 
     public func forget(instance: String) async throws {
-        try await run { client in
-            try await client.query("DELETE FROM instance WHERE name = \(instance)")
+        try await run { session in
+            try await session.query("DELETE FROM instance WHERE name = \(instance)")
         }
     }
 
     public func instances(within: Int64) async throws -> [InstanceInfo] {
         var instances: [InstanceInfo] = []
-        try await run { client in
-            let rows = try await client.query(
+        try await run { session in
+            let rows = try await session.query(
                 """
                 SELECT name, address, started_at, heartbeat_at FROM instance
                 WHERE heartbeat_at >= \(unescaped: Self.databaseMilliseconds) - \(within) AND NOT retiring ORDER BY name
@@ -176,8 +176,8 @@ extension PostgresStore: ClusterStore {
 
     public func renewLeases(holder: String, ttl: Int64) async throws -> [String: Int64] {
         var held: [String: Int64] = [:]
-        try await run { client in
-            let rows = try await client.query(
+        try await run { session in
+            let rows = try await session.query(
                 """
                 UPDATE app_lease SET expires_at = \(unescaped: Self.databaseMilliseconds) + \(ttl)
                 WHERE owner = \(holder) AND expires_at > \(unescaped: Self.databaseMilliseconds)
@@ -190,9 +190,9 @@ extension PostgresStore: ClusterStore {
 
     public func acquireLease(app: String, holder: String, ttl: Int64) async throws -> Int64? {
         var token: Int64?
-        try await run { client in
+        try await run { session in
             // Waits for a commit holding the lease (it locks the row) to end: fencing.
-            let rows = try await client.query(
+            let rows = try await session.query(
                 """
                 INSERT INTO app_lease (app, owner, token, expires_at)
                 VALUES (\(app), \(holder), 1, \(unescaped: Self.databaseMilliseconds) + \(ttl))
@@ -206,15 +206,15 @@ extension PostgresStore: ClusterStore {
     }
 
     public func releaseLease(app: String, holder: String) async throws {
-        try await run { client in
-            try await client.query("UPDATE app_lease SET expires_at = 0 WHERE app = \(app) AND owner = \(holder)")
+        try await run { session in
+            try await session.query("UPDATE app_lease SET expires_at = 0 WHERE app = \(app) AND owner = \(holder)")
         }
     }
 
     public func leases() async throws -> [ApplicationLease] {
         var leases: [ApplicationLease] = []
-        try await run { client in
-            for try await (app, owner, token, expires) in try await client.query("SELECT app, owner, token, expires_at FROM app_lease ORDER BY app")
+        try await run { session in
+            for try await (app, owner, token, expires) in try await session.query("SELECT app, owner, token, expires_at FROM app_lease ORDER BY app")
                 .decode((String, String, Int64, Int64).self)
             {
                 leases.append(ApplicationLease(app: app, owner: owner, token: token, expiresAt: expires))
@@ -225,8 +225,8 @@ extension PostgresStore: ClusterStore {
 
     public func releaseClaimsOfStaleInstances(staleAfter: Int64) async throws -> Int {
         var released = 0
-        try await run { client in
-            released = try await client.query(
+        try await run { session in
+            released = try await session.query(
                 """
                 UPDATE notification SET claimed_by = NULL, claimed_until = NULL
                 WHERE claimed_by IN (SELECT name FROM instance WHERE heartbeat_at < \(unescaped: Self.databaseMilliseconds) - \(staleAfter))
@@ -235,7 +235,7 @@ extension PostgresStore: ClusterStore {
             ).collect().count
             // Instances silent for a day are forgotten (their claims were released long ago;
             // instances named after their process leave a row at every crash).
-            try await client.query("DELETE FROM instance WHERE heartbeat_at < \(unescaped: Self.databaseMilliseconds) - 86400000")
+            try await session.query("DELETE FROM instance WHERE heartbeat_at < \(unescaped: Self.databaseMilliseconds) - 86400000")
         }
         return released
     }
@@ -247,7 +247,7 @@ extension PostgresStore: ClusterStore {
             // The change-log trigger notifies every committed subscription change itself.
             return
         case .inbox, .outbox:
-            _ = try? await client.query("SELECT pg_notify(\(Self.workChannel), \(signal.rawValue))").collect()
+            try? await run { session in _ = try await session.query("SELECT pg_notify(\(Self.workChannel), \(signal.rawValue))").collect() }
         }
     }
 

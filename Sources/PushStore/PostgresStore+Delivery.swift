@@ -42,8 +42,8 @@ extension PostgresStore: DeliveryStore {
         // Rows another instance holds locked are skipped, not waited for: instances claim side
         // by side. The oldest of a subscription locked by another is still older than the
         // rest, so they stay unclaimed (order per subscription across instances).
-        try await run { client in
-            for row in try await client.query(query).collect() { claimed.append(try Self.notification(row)) }
+        try await run { session in
+            for row in try await session.query(query).collect() { claimed.append(try Self.notification(row)) }
         }
         return claimed.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
     }
@@ -157,8 +157,8 @@ extension PostgresStore: DeliveryStore {
               AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
             """
         var due: Int64?
-        try await run { client in
-            for try await value in try await client.query(query).decode(Int64?.self) { due = value }
+        try await run { session in
+            for try await value in try await session.query(query).decode(Int64?.self) { due = value }
         }
         return due
     }
@@ -166,13 +166,13 @@ extension PostgresStore: DeliveryStore {
     @discardableResult
     public func releaseClaims(claimant: String?) async throws -> Int {
         var released = 0
-        try await run { client in
+        try await run { session in
             if let claimant {
-                released = try await client.query(
+                released = try await session.query(
                     "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = \(claimant) RETURNING id"
                 ).collect().count
             } else {
-                released = try await client.query(
+                released = try await session.query(
                     "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL RETURNING id"
                 ).collect().count
             }

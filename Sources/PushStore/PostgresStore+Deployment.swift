@@ -22,7 +22,7 @@ extension PostgresStore {
         Task {
             do {
                 try await client.withConnection { connection in
-                    let rows = try await connection.query("SELECT \(unescaped: function)(\(Self.deploymentLock))", logger: logger)
+                    let rows = try await PostgresSession(connection: connection, logger: logger).query("SELECT \(unescaped: function)(\(Self.deploymentLock))")
                     var taken = false
                     for try await value in rows.decode(Bool.self) { taken = value }
                     answer.yield(.success(taken))
@@ -34,7 +34,7 @@ extension PostgresStore {
                         }
                         if closed { continuation.resume() }
                     }
-                    _ = try? await connection.query("SELECT pg_advisory_unlock_all()", logger: logger)
+                    _ = try? await PostgresSession(connection: connection, logger: logger).query("SELECT pg_advisory_unlock_all()")
                 }
             } catch {
                 answer.yield(.failure(error))

@@ -44,7 +44,7 @@ extension PostgresStore {
 
     /// Inserts subscriptions 1,000 to a statement; with their own handles when
     /// `keepingHandles` (an import), else with new ones.
-    static func insert(_ subscriptions: [Subscription], keepingHandles: Bool, on connection: PostgresConnection, logger: Logger) async throws {
+    static func insert(_ subscriptions: [Subscription], keepingHandles: Bool, on connection: PostgresSession, logger: Logger) async throws {
         for chunk in subscriptions.chunks(of: 1_000) {
             let handleColumn = keepingHandles ? "handle, " : ""
             let handleValue = keepingHandles ? "h, " : ""

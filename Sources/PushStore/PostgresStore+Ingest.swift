@@ -85,7 +85,7 @@ extension PostgresStore: IngestStore {
     /// Fencing: the batch's lease is locked (shared) and checked before anything is written,
     /// so no instance can take it over until this transaction ends, and a holder that lost it
     /// (paused past its expiry) writes nothing.
-    func check(_ fence: LeaseFence, _ connection: PostgresConnection) async throws {
+    func check(_ fence: LeaseFence, _ connection: PostgresSession) async throws {
         let rows = try await connection.query(
             """
             SELECT token FROM app_lease
@@ -106,7 +106,7 @@ extension PostgresStore: IngestStore {
     /// was coalesced). A coalescing one takes the place of its subscription's newest waiting
     /// (unclaimed) coalescable notification when there is one; the others are inserted in
     /// their order, only for subscriptions that still exist.
-    func writeNotifications(_ entries: [OutboxEntry], now: Int64, into result: inout CommitResult, _ connection: PostgresConnection) async throws {
+    func writeNotifications(_ entries: [OutboxEntry], now: Int64, into result: inout CommitResult, _ connection: PostgresSession) async throws {
         if entries.isEmpty { return }
         var replaced = Set<Int64>()
         let coalescing = entries.filter(\.notification.coalesces)
@@ -179,8 +179,8 @@ extension PostgresStore: IngestStore {
 
     public func checkpoints() async throws -> [SourceCheckpoint] {
         var checkpoints: [SourceCheckpoint] = []
-        try await run { client in
-            let rows = try await client.query("SELECT source, last_seq, position, file_identity FROM source_checkpoint ORDER BY source")
+        try await run { session in
+            let rows = try await session.query("SELECT source, last_seq, position, file_identity FROM source_checkpoint ORDER BY source")
             for try await (source, lastSeq, position, identity) in rows.decode((String, Int64?, Int64, String?).self) {
                 checkpoints.append(SourceCheckpoint(source: source, lastSeq: lastSeq, position: position, fileIdentity: identity))
             }
@@ -190,8 +190,8 @@ extension PostgresStore: IngestStore {
 
     public func treeApplications() async throws -> [String] {
         var apps: [String] = []
-        try await run { client in
-            let rows = try await client.query("SELECT app FROM tree_head UNION SELECT DISTINCT app FROM tree_journal ORDER BY 1")
+        try await run { session in
+            let rows = try await session.query("SELECT app FROM tree_head UNION SELECT DISTINCT app FROM tree_journal ORDER BY 1")
             for try await app in rows.decode(String.self) { apps.append(app) }
         }
         return apps
@@ -199,8 +199,8 @@ extension PostgresStore: IngestStore {
 
     public func tree(app: String) async throws -> StoredTree {
         var stored = StoredTree(snapshot: nil, snapshotThrough: 0, journal: [])
-        try await run { client in
-            try await client.withTransaction(logger: self.logger) { connection in
+        try await run { session in
+            try await session.withTransaction(logger: self.logger) { connection in
                 // One snapshot of the database: the head, its chunks and the journal after it.
                 try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", logger: self.logger)
                 var head: (generation: Int64, chunks: Int64, through: Int64)?
@@ -241,8 +241,8 @@ extension PostgresStore: IngestStore {
         // least as much journal); the loser's chunks go, and chunks of a later generation still
         // being written stay.
         var generation: Int64 = 0
-        try await run { client in
-            for try await value in try await client.query("SELECT nextval('tree_generation')").decode(Int64.self) { generation = value }
+        try await run { session in
+            for try await value in try await session.query("SELECT nextval('tree_generation')").decode(Int64.self) { generation = value }
         }
         var chunks: Int64 = 0
         var offset = 0
@@ -289,8 +289,8 @@ extension PostgresStore: IngestStore {
 
     public func notifications(limit: Int) async throws -> [StoredNotification] {
         var notifications: [StoredNotification] = []
-        try await run { client in
-            for row in try await client.query(
+        try await run { session in
+            for row in try await session.query(
                 "SELECT \(unescaped: Self.notificationColumns) FROM notification ORDER BY id LIMIT \(Int64(limit))"
             ).collect() {
                 notifications.append(try Self.notification(row))
@@ -303,8 +303,8 @@ extension PostgresStore: IngestStore {
         // The count its triggers keep; the oldest by insertion (the primary key's first row).
         let count = try await tally()["notification"] ?? 0
         var oldest: Int64?
-        try await run { client in
-            for try await value in try await client.query("SELECT created_at FROM notification ORDER BY id LIMIT 1").decode(Int64.self) {
+        try await run { session in
+            for try await value in try await session.query("SELECT created_at FROM notification ORDER BY id LIMIT 1").decode(Int64.self) {
                 oldest = value
             }
         }
@@ -315,8 +315,8 @@ extension PostgresStore: IngestStore {
 extension PostgresStore {
     public func resetWatermark(source: String, lastSeq: Int64?) async throws -> Bool {
         var changed = 0
-        try await run { client in
-            changed = try await client.query(
+        try await run { session in
+            changed = try await session.query(
                 "UPDATE source_checkpoint SET last_seq = \(lastSeq) WHERE source = \(source) RETURNING source"
             ).collect().count
         }
@@ -325,7 +325,7 @@ extension PostgresStore {
 
     /// Writes where each source stands, inside the caller's transaction (a batch commit, an
     /// inbox enqueue, an import).
-    static func store(_ checkpoints: [SourceCheckpoint], on connection: PostgresConnection, logger: Logger) async throws {
+    static func store(_ checkpoints: [SourceCheckpoint], on connection: PostgresSession, logger: Logger) async throws {
         for checkpoint in checkpoints {
             try await connection.query(
                 """

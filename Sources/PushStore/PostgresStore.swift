@@ -214,8 +214,8 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
 
     public func indexRecords(after handle: Int64, limit: Int) async throws -> [IndexRecord] {
         var records: [IndexRecord] = []
-        try await run { client in
-            let rows = try await client.query(
+        try await run { session in
+            let rows = try await session.query(
                 "SELECT handle, app, path, mode FROM subscription WHERE handle > \(handle) ORDER BY handle LIMIT \(Int64(limit))")
             for try await (handle, app, path, mode) in rows.decode((Int64, String, String, String).self) {
                 records.append(IndexRecord(handle: handle, app: app, path: try SQLiteStore.path(path), mode: try SQLiteStore.mode(mode)))
@@ -226,9 +226,9 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
 
     public func changes(after sequence: Int64, limit: Int) async throws -> [SubscriptionChange] {
         var changes: [SubscriptionChange] = []
-        try await run { client in
+        try await run { session in
             // One snapshot for the watermark and the rows.
-            try await client.withTransaction(logger: self.logger) { connection in
+            try await session.withTransaction(logger: self.logger) { connection in
                 try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ", logger: self.logger)
                 var pruned: Int64 = 0
                 for try await value in try await connection.query("SELECT pruned_through FROM change_log_state WHERE id = 1", logger: self.logger)
@@ -256,9 +256,9 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
 
     public func lastChange() async throws -> Int64 {
         var last: Int64 = 0
-        try await run { client in
+        try await run { session in
             // The last number drawn and committed (pruning keeps it).
-            for try await value in try await client.query("SELECT last_sequence FROM change_log_state WHERE id = 1").decode(Int64.self) {
+            for try await value in try await session.query("SELECT last_sequence FROM change_log_state WHERE id = 1").decode(Int64.self) {
                 last = value
             }
         }
@@ -280,8 +280,8 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
 
     public func loadServiceKeys() async throws -> [JSON] {
         var texts: [String] = []
-        try await run { client in
-            for try await text in try await client.query("SELECT jwk FROM service_key ORDER BY created_at, kid").decode(String.self) {
+        try await run { session in
+            for try await text in try await session.query("SELECT jwk FROM service_key ORDER BY created_at, kid").decode(String.self) {
                 texts.append(text)
             }
         }
@@ -309,21 +309,23 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
     // MARK: - Plumbing
 
     /// A write transaction holding the subscription writers' lock.
-    func writing<T: Sendable>(subscriptionID: String?, _ body: (PostgresConnection) async throws -> T) async throws -> T {
+    func writing<T: Sendable>(subscriptionID: String?, _ body: (PostgresSession) async throws -> T) async throws -> T {
         try await transaction(writerLock: true, subscriptionID: subscriptionID, body)
     }
 
     /// A transaction, holding the subscription writers' lock from its start when `writerLock`
     /// (any transaction that may write subscriptions must: see the type's documentation).
     func transaction<T: Sendable>(
-        writerLock: Bool, subscriptionID: String? = nil, _ body: (PostgresConnection) async throws -> T
+        writerLock: Bool, subscriptionID: String? = nil, _ body: (PostgresSession) async throws -> T
     ) async throws -> T {
         do {
-            return try await client.withTransaction(logger: logger) { connection in
-                if writerLock {
-                    _ = try await connection.query("SELECT pg_advisory_xact_lock(\(Self.writerLock))", logger: self.logger).collect()
+            return try await client.withConnection { connection in
+                try await PostgresSession(connection: connection, logger: self.logger).withTransaction { session in
+                    if writerLock {
+                        _ = try await session.query("SELECT pg_advisory_xact_lock(\(Self.writerLock))").collect()
+                    }
+                    return try await body(session)
                 }
-                return try await body(connection)
             }
         } catch {
             throw Self.storeError(error, subscriptionID: subscriptionID, location: location)
@@ -332,15 +334,16 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
 
     func reading(_ query: PostgresQuery) async throws -> [Subscription] {
         var subscriptions: [Subscription] = []
-        try await run { client in
-            for row in try await client.query(query).collect() { subscriptions.append(try Self.subscription(row)) }
+        try await run { session in
+            for row in try await session.query(query).collect() { subscriptions.append(try Self.subscription(row)) }
         }
         return subscriptions
     }
 
-    func run(_ body: (PostgresClient) async throws -> Void) async throws {
+    /// `body` on one leased connection (``PostgresSession``: no query waits for ever).
+    func run(_ body: (PostgresSession) async throws -> Void) async throws {
         do {
-            try await body(client)
+            try await client.withConnection { connection in try await body(PostgresSession(connection: connection, logger: self.logger)) }
         } catch {
             throw Self.storeError(error, subscriptionID: nil, location: location)
         }
@@ -350,15 +353,11 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         if let error = error as? PSQLError, let info = error.serverInfo, let state = info[.sqlState] {
             return (state, info[.message] ?? "", info[.constraintName])
         }
-        if let error = error as? PostgresTransactionError {
-            return (error.closureError ?? error.commitError ?? error.beginError).flatMap(sqlState)
-        }
         return nil
     }
 
     static func storeError(_ error: any Error, subscriptionID: String?, location: String) -> StoreError {
         if let error = error as? StoreError { return error }
-        if let error = error as? PostgresTransactionError, let inner = error.closureError as? StoreError { return inner }
         if let error = error as? RequestError { return StoreError.corrupt(error.message, subscriptionID: subscriptionID) }
         guard let (state, message, constraint) = sqlState(error) else {
             return StoreError.unavailable("PostgreSQL at \(location): \(String(reflecting: error).prefix(300))", subscriptionID: subscriptionID)

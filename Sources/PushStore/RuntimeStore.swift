@@ -32,9 +32,12 @@ extension PostgresStore: SharedStore {
     public var engineName: String { "PostgreSQL" }
 
     public func handleHighWater() async throws -> Int64 {
-        let rows = try await client.query(
-            "SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('subscription', 'handle')), 0)::bigint", logger: logger)
-        for try await value in rows.decode(Int64.self) { return value }
-        return 0
+        var high: Int64 = 0
+        try await run { session in
+            let rows = try await session.query(
+                "SELECT coalesce(pg_sequence_last_value(pg_get_serial_sequence('subscription', 'handle')), 0)::bigint")
+            for try await value in rows.decode(Int64.self) { high = value }
+        }
+        return high
     }
 }

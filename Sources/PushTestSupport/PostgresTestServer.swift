@@ -22,6 +22,8 @@ public final class PostgresTestServer: Sendable {
     let binaries: String?
     /// The CA files of a TLS cluster (``tls``); `nil` for a cluster in clear.
     public let certificates: Certificates?
+    /// The server options `pg_ctl start` was given (a cluster started here), for ``startAgain()``.
+    let options: String?
 
     /// The certificates of a TLS cluster, made with the `openssl` tool for the run, in PEM files.
     /// The server's certificate names `localhost` only (DNS:localhost, no IP address): a client
@@ -56,13 +58,53 @@ public final class PostgresTestServer: Sendable {
         return ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_REQUIRE_POSTGRES"] == "1"
     }
 
-    init(host: String, port: Int, user: String, dataFolder: String?, binaries: String?, certificates: Certificates? = nil) {
+    init(
+        host: String, port: Int, user: String, dataFolder: String?, binaries: String?, certificates: Certificates? = nil, options: String? = nil
+    ) {
         self.host = host
         self.port = port
         self.user = user
         self.dataFolder = dataFolder
         self.binaries = binaries
         self.certificates = certificates
+        self.options = options
+    }
+
+    /// A cluster of the caller's own (never ``shared``, never `TEST_PUSHDISPATCH_POSTGRES`): a
+    /// test that stops and starts its server (``stop()``, ``startAgain()``) takes one, so that
+    /// no other test sees the outage. ``destroy()`` stops it for good; it is stopped at exit
+    /// otherwise.
+    public static func startOwn() throws -> PostgresTestServer {
+        try start(tls: false, own: true).get()
+    }
+
+    /// Stops the server (`pg_ctl stop -m fast`: sessions are cut, as in a failover or a
+    /// restart by an operator), waiting until it is down.
+    public func stop() throws {
+        try control(["stop", "-m", "fast", "-w", "-t", "60"])
+    }
+
+    /// Starts the stopped server again, on the same port and data, waiting until it accepts
+    /// connections.
+    public func startAgain() throws {
+        guard let dataFolder, let options else { throw PostgresTestServerError("not a cluster started here") }
+        let folder = URL(fileURLWithPath: dataFolder).deletingLastPathComponent().path
+        try control(["-l", folder + "/server.log", "-o", options, "-w", "-t", "60", "start"], detached: true)
+    }
+
+    /// Stops the server for good (`-m immediate`); its files stay in the temporary folder.
+    public func destroy() {
+        try? control(["stop", "-m", "immediate"])
+    }
+
+    func control(_ arguments: [String], detached: Bool = false) throws {
+        guard let dataFolder, let binaries else { throw PostgresTestServerError("not a cluster started here") }
+        let all = ["-D", dataFolder] + arguments
+        let result =
+            getuid() == 0
+            ? try Self.execute("/usr/sbin/runuser", ["-u", "postgres", "--", binaries + "/pg_ctl"] + all, detached: detached)
+            : try Self.execute(binaries + "/pg_ctl", all, detached: detached)
+        guard result.status == 0 else { throw PostgresTestServerError("pg_ctl \(arguments.joined(separator: " ")) failed: \(result.text)") }
     }
 
     /// A fresh, empty database: its URL.
@@ -79,8 +121,8 @@ public final class PostgresTestServer: Sendable {
         try Self.execute("/usr/bin/psql", ["-h", host, "-p", String(port), "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-q", "-A", "-t", "-c", sql])
     }
 
-    static func start(tls: Bool = false) -> Result<PostgresTestServer, PostgresTestServerError> {
-        if !tls, let url = ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_POSTGRES"], let components = URLComponents(string: url),
+    static func start(tls: Bool = false, own: Bool = false) -> Result<PostgresTestServer, PostgresTestServerError> {
+        if !tls, !own, let url = ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_POSTGRES"], let components = URLComponents(string: url),
             let host = components.host
         {
             return .success(PostgresTestServer(host: host, port: components.port ?? 5432, user: components.user ?? "postgres", dataFolder: nil, binaries: nil))
@@ -123,7 +165,8 @@ public final class PostgresTestServer: Sendable {
             _ = stopsAtExit
             return .success(
                 PostgresTestServer(
-                    host: "127.0.0.1", port: port, user: "pushdispatch", dataFolder: folder + "/data", binaries: binaries, certificates: certificates))
+                    host: "127.0.0.1", port: port, user: "pushdispatch", dataFolder: folder + "/data", binaries: binaries, certificates: certificates,
+                    options: options))
         } catch {
             return .failure(PostgresTestServerError("cannot start PostgreSQL: \(error)"))
         }

@@ -10,16 +10,19 @@ public struct BatchWriter: Sendable {
     let counters: IngestCounters
     let index: any SubscriptionIndexFollower
     let outbox: any OutboxListener
+    /// Told while a write is held up (readiness).
+    let health: StoreHealth
     let logger: Logger
 
     public init(
         deadLetters: any DeadLetterSink, counters: IngestCounters, index: any SubscriptionIndexFollower, outbox: any OutboxListener,
-        logger: Logger
+        health: StoreHealth = StoreHealth(), logger: Logger
     ) {
         self.deadLetters = deadLetters
         self.counters = counters
         self.index = index
         self.outbox = outbox
+        self.health = health
         self.logger = logger
     }
 
@@ -27,7 +30,7 @@ public struct BatchWriter: Sendable {
     /// the snapshots now due, each with the journal row it covers.
     public func commit(_ prepared: PreparedBatch, _ commit: (CommitBatch) async throws -> CommitResult) async throws -> [SnapshotRequest] {
         try await writeLetters(prepared.intake.letters)
-        let result = try await retryingIngestion("committing a batch", logger: logger) { try await commit(prepared.batch) }
+        let result = try await retryingIngestion("committing a batch", health: health, logger: logger) { try await commit(prepared.batch) }
         counters.committed(prepared.intake.counts)
         for (ack, answer) in prepared.intake.answers { ack.complete(answer) }
         if !result.revoked.isEmpty { index.nudge() }
@@ -53,7 +56,7 @@ public struct BatchWriter: Sendable {
         _ checked: CheckedLines, _ what: String, now: Int64, _ store: () async throws -> [AcceptedAlready]
     ) async throws {
         try await writeLetters(checked.letters)
-        let duplicates = try await retryingIngestion(what, logger: logger, store)
+        let duplicates = try await retryingIngestion(what, health: health, logger: logger, store)
         var checked = checked
         if !duplicates.isEmpty { try await writeLetters(checked.refuseAccepted(duplicates, now: now)) }
         counters.committed(checked.counts)
@@ -62,7 +65,7 @@ public struct BatchWriter: Sendable {
 
     public func accept(_ checked: CheckedLines, _ what: String, _ store: () async throws -> Void) async throws {
         try await writeLetters(checked.letters)
-        try await retryingIngestion(what, logger: logger, store)
+        try await retryingIngestion(what, health: health, logger: logger, store)
         counters.committed(checked.counts)
         for (ack, answer) in checked.answers { ack.complete(answer) }
     }
@@ -70,7 +73,7 @@ public struct BatchWriter: Sendable {
     /// Writes refused lines to the dead-letter file, durably (retrying while it fails).
     public func writeLetters(_ letters: [DeadLetter]) async throws {
         guard !letters.isEmpty else { return }
-        try await retryingIngestion("writing the dead-letter file", logger: logger) { try deadLetters.append(letters) }
+        try await retryingIngestion("writing the dead-letter file", health: health, logger: logger) { try deadLetters.append(letters) }
         logger.warning("change records rejected; see the dead-letter file", metadata: ["count": "\(letters.count)", "file": "\(deadLetters.location)"])
     }
 }

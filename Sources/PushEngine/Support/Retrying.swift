@@ -6,15 +6,23 @@ import PushCore
 /// `CancellationError` when the task is cancelled (a hard stop: what is not committed is read
 /// again after the restart), and passes a lost lease on at once: another instance owns the
 /// application now, and retrying cannot help.
-func retryingIngestion<T>(_ what: String, logger: Logger, _ body: () async throws -> T) async throws -> T {
+///
+/// `health` is told while `what` is held up, and when it works again (readiness says it).
+func retryingIngestion<T>(_ what: String, health: StoreHealth? = nil, logger: Logger, _ body: () async throws -> T) async throws -> T {
     var delay = Duration.milliseconds(50)
+    var failed = false
     while true {
         do {
-            return try await body()
+            let result = try await body()
+            if failed { health?.recovered(what) }
+            return result
         } catch let error as StoreError where error.kind == .leaseLost {
+            if failed { health?.recovered(what) }
             throw error
         } catch {
             try Task.checkCancellation()
+            failed = true
+            health?.failing(what, reason: "\(error)")
             logger.error("ingestion is held up; retrying", metadata: ["while": "\(what)", "error": "\(error)", "retryIn": "\(delay)"])
             try await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(5))

@@ -22,6 +22,8 @@ public final class Observability: SourceReadiness, Sendable {
     let unattached: Mutex<Set<String>>
     /// Sources that cannot take records in now, and why.
     let failures = Mutex<[String: String]>([:])
+    /// Whether the store answers (its writers' failures, its probe's).
+    public let storeHealth: StoreHealth
     let clock: any ServiceClock
     public let startedAt: Int64
 
@@ -54,7 +56,8 @@ public final class Observability: SourceReadiness, Sendable {
         return providers.sorted()
     }
 
-    init(sources: [String], clock: any ServiceClock) {
+    init(sources: [String], clock: any ServiceClock, storeHealth: StoreHealth = StoreHealth()) {
+        self.storeHealth = storeHealth
         var factory = PrometheusMetricsFactory(registry: registry)
         factory.durationHistogramBuckets["pushdispatch_delivery_latency_seconds"] = Self.latencyBuckets
         metrics = LabelledMetrics(factory: factory)
@@ -111,9 +114,16 @@ public final class Observability: SourceReadiness, Sendable {
         return registry.emitToBuffer()
     }
 
-    /// `nil` when ready; else why not: sources not attached yet, or paused applications
-    /// (SPEC §11.10).
+    /// `nil` when ready; else why not: the store not answering or its writes held up, sources
+    /// failing or not attached yet, or paused applications (SPEC §11.10).
     func readiness(paused: [String]) -> JSON? {
+        let store = storeHealth.problems
+        if !store.isEmpty {
+            return [
+                "status": "storeFailing",
+                "store": .object(JSONObject(store.sorted { $0.key < $1.key }.map { (Key($0.key), JSON.string($0.value)) })),
+            ]
+        }
         let failing = failures.withLock { $0 }
         if !failing.isEmpty {
             return [

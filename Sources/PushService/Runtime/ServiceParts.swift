@@ -14,6 +14,8 @@ struct ServiceParts: Sendable {
     let checkpoints: [String: SourceCheckpoint]
     let deadLetters: any DeadLetterSink
     let counters: IngestCounters
+    /// Told while ingestion's writes are held up (readiness).
+    let health: StoreHealth
     /// The local delivery worker.
     let delivery: any OutboxListener
     /// Where the HTTP API can be reached (published by shared instances).

@@ -86,7 +86,7 @@ public struct ServiceRuntime: Sendable {
                 configuration: configuration, applications: applications, registry: registry, sealers: sealers, queue: queue,
                 checkpoints: Dictionary(stored.map { ($0.source, $0) }, uniquingKeysWith: { $1 }),
                 deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter, maxSize: configuration.ingest.deadLetterMaxSize, logger: logger),
-                counters: ingestCounters, delivery: dispatcher,
+                counters: ingestCounters, health: observability.storeHealth, delivery: dispatcher,
                 address: AdvertisedAddress(configuration.http.advertised), view: readingData.isEmpty ? nil : trees, clock: clock, tuning: tuning,
                 logger: logger)
 
@@ -98,6 +98,7 @@ public struct ServiceRuntime: Sendable {
                 metrics: observability.metrics, logger: logger)
             let follower = ChangeFollower(store: store, registry: registry, interval: tuning.followInterval, clock: clock, logger: logger)
             let syncer = IndexSyncer(registry: registry, logger: logger)
+            let probe = StoreProbe(store: store, health: observability.storeHealth)
             let sources = Self.sources(configuration, parts: parts, deployment: deployment, readiness: observability)
             let server = APIServer(
                 configuration: configuration, applications: applications.mapValues { $0.api(trees: trees, clock: clock) }, store: store,
@@ -117,7 +118,7 @@ public struct ServiceRuntime: Sendable {
             var services: [any Service] = processing.lifetime
             if configuration.delivery.enabled { services.append(dispatcher) }
             services += processing.records
-            services += [sweeper, follower, syncer] as [any Service]
+            services += [sweeper, follower, syncer, probe] as [any Service]
             services += processing.intake
             services += sources
             services.append(server)
