@@ -56,7 +56,7 @@ struct DiskFullTests {
 
         // The filler: all the disk but 1 MiB.
         let filler = disk.appendingPathComponent("filler")
-        FileManager.default.createFile(atPath: filler.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: filler.path, contents: nil)
         let handle = try FileHandle(forWritingTo: filler)
         let chunk = Data(repeating: 0x5A, count: 256 << 10)
         while Self.freeBytes(disk.path) > (1 << 20) + chunk.count { try handle.write(contentsOf: chunk) }
