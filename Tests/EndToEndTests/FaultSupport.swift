@@ -67,6 +67,9 @@ final class SteadyClient: Sendable {
         while !finished.withLock({ $0 }) { try? await Task.sleep(for: .milliseconds(20)) }
     }
 
+    /// Ends the thread without waiting (a test that fails must not leave it running).
+    func halt() { state.withLock { $0.stop = true } }
+
     var snapshot: State { state.withLock { $0 } }
 
     func loop() {

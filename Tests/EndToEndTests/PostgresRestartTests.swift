@@ -74,6 +74,7 @@ struct PostgresRestartTests {
 
         let client = SteadyClient(path: folder.appendingPathComponent("in.sock").path, interval: 0.02, answerTimeout: 2, line: Self.record)
         client.start()
+        defer { client.halt() }
         let watcher = ReadinessWatcher(port: port)
         defer { watcher.stop() }
         try await waitFor("records acknowledged and delivered before the restart") {
@@ -139,7 +140,14 @@ struct PostgresRestartTests {
         #expect(journalled.count == Set(journalled).count, "records journalled twice: \(journalled.count - Set(journalled).count)")
 
         // Every record delivered; twice only when the first send was answered while the store was away.
-        try await waitFor("every record delivered", timeout: 30) { try Self.delivered(fakes).count >= sent }
+        do {
+            try await waitFor("every record delivered", timeout: 60) { try Self.delivered(fakes).count >= sent }
+        } catch {
+            let missing = Set(1...sent).subtracting(try Self.delivered(fakes).keys).sorted()
+            let outbox = try? server.psql(name, "SELECT id, record_seq, attempts, next_attempt_at, claimed_until, claimed_by FROM notification ORDER BY id LIMIT 20").text
+            Issue.record("not delivered: \(missing.prefix(20)) (\(missing.count)); outbox: \(outbox ?? "?"); log: \(service.log.withLock { $0 }.suffix(4000))")
+            throw error
+        }
         let delivered = try Self.delivered(fakes)
         #expect(Set(delivered.keys) == Set(1...sent), "not delivered: \(Set(1...sent).subtracting(delivered.keys).sorted().prefix(20))")
         let outage = (Int64(stoppedAt.timeIntervalSince1970 * 1000) - 2_000)...(Int64(readyAgain.timeIntervalSince1970 * 1000) + 2_000)
