@@ -17,6 +17,10 @@ import Glibc
 /// loopback (the shared nginx fake of `../shared/bench`), through the service's dispatcher and
 /// FCM sender; then, in the same run and against the same fake, the official firebase-admin
 /// Python SDK sending the same number of messages.
+///
+/// `--tls`: the real protocol (TLS + HTTP/2, `run_peer_tls.sh --serve`), the service's HTTP/2
+/// transport, and on the same fake h2load (the C limit of the machine) and firebase-admin's
+/// `send_each_async`; the product's rate is printed as ratios of both.
 struct BenchDeliver: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "deliver",
@@ -25,7 +29,12 @@ struct BenchDeliver: AsyncParsableCommand {
     @Option(help: "Notifications to deliver (one per subscription).") var messages = 20_000
     @Option(help: "Independent HTTP clients the sends are spread over.") var clients = 2
     @Option(help: "Sends at once (per provider and per application; the service's default per application is 64).") var concurrency = 64
-    @Option(help: "The fake FCM's URL; default: start ../shared/bench/run_peer.sh --serve.") var url: String?
+    @Option(help: "The fake FCM's URL; default: start ../shared/bench/run_peer.sh --serve (run_peer_tls.sh with --tls).") var url: String?
+    @Flag(help: "TLS + HTTP/2 (the providers' protocol): nginx from run_peer_tls.sh, the service's HTTP/2 transport, h2load and the peer beside it.")
+    var tls = false
+    @Option(help: "With --tls and --url: the CA file the fake's certificate is signed by.") var caFile: String?
+    @Option(help: "With --tls: HTTP/2 connections per provider host.") var connections = 4
+    @Flag(help: "With --tls: send through async-http-client (the transport before the HTTP/2 one) instead.") var asyncHTTPClient = false
     @Option(help: "The folder of run_peer.sh and firebase_admin_peer.py.") var peer: String?
     @Flag(help: "Skip the firebase-admin run.") var noPeer = false
     @Option(help: "Use this PostgreSQL database's outbox (emptied first) instead of SQLite: postgres://user@host:port/db.") var postgres: String?
@@ -38,6 +47,7 @@ struct BenchDeliver: AsyncParsableCommand {
             .deletingLastPathComponent().appendingPathComponent("shared/bench").path
         var nginxPID: Int32?
         var base = url ?? ""
+        var ca = caFile
         if url == nil {
             // nginx daemonises with the script's output open: run it through the shell into a
             // file (Foundation's Process waits for the daemon too).
@@ -47,16 +57,27 @@ struct BenchDeliver: AsyncParsableCommand {
             var all = sigset_t()
             sigfillset(&all)
             pthread_sigmask(SIG_UNBLOCK, &all, nil)
-            let status = system("bash '\(peerFolder)/run_peer.sh' --serve > '\(log)' 2>&1 < /dev/null")
+            let script = tls ? "run_peer_tls.sh" : "run_peer.sh"
+            let status = system("bash '\(peerFolder)/\(script)' --serve > '\(log)' 2>&1 < /dev/null")
             let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
             guard status == 0, let pid = text.split(separator: " ").last.flatMap({ Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
-            else { throw ValidationError("run_peer.sh --serve failed: \(text)") }
+            else { throw ValidationError("\(script) --serve failed: \(text)") }
             nginxPID = pid
-            base = "http://127.0.0.1:\(ProcessInfo.processInfo.environment["PORT"] ?? "18090")"
+            if tls {
+                // "fake FCM at https://127.0.0.1:18443 (token_uri …); CA /tmp/…/ca.pem; nginx pid N"
+                let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
+                guard let at = words.firstIndex(of: "at"), at + 1 < words.count, let caIndex = words.firstIndex(of: "CA"), caIndex + 1 < words.count
+                else { throw ValidationError("run_peer_tls.sh --serve printed: \(text)") }
+                base = String(words[at + 1])
+                ca = String(words[caIndex + 1].trimmingCharacters(in: CharacterSet(charactersIn: ";")))
+            } else {
+                base = "http://127.0.0.1:\(ProcessInfo.processInfo.environment["PORT"] ?? "18090")"
+            }
         }
         defer { if let nginxPID { kill(nginxPID, SIGTERM) } }
+        let transport = try makeTransport(caFile: ca)
         if let postgres {
-            try await runOnPostgres(url: postgres, base: base)
+            try await runOnPostgres(url: postgres, base: base, transport: transport, ca: ca)
             return
         }
 
@@ -77,7 +98,6 @@ struct BenchDeliver: AsyncParsableCommand {
         _ = try await store.commit(batch)
 
         let key = try Self.serviceAccount(tokenURI: base + "/token")
-        let transport = try AsyncHTTPTransport(clients: clients)
         let context = SenderContext(transport: transport, timeout: .seconds(10), clock: SystemClock())
         let answers = AnswerLog()
         let sender = LoggingSender(inner: FCMSender(key: key, endpoint: base, context: context), log: answers)
@@ -88,11 +108,13 @@ struct BenchDeliver: AsyncParsableCommand {
             configuration: .init(perProvider: concurrency, perApp: concurrency, maximumInFlight: concurrency * 2),
             notices: NoNotices(), index: NoIndex(), clock: SystemClock(), logger: logger)
         let start = ContinuousClock.now
+        let cpuBefore = Self.cpuMicroseconds()
         let task = Task { try await dispatcher.run() }
         while try await store.outboxDepth().count > 0 {
             try await Task.sleep(for: .milliseconds(10))
         }
         let elapsed = ContinuousClock.now - start
+        let cpu = Self.cpuMicroseconds() - cpuBefore
         task.cancel()
         _ = try? await task.value
         try await transport.shutdown()
@@ -100,24 +122,83 @@ struct BenchDeliver: AsyncParsableCommand {
         let delivered = dispatcher.counters.deliveries(provider: "fcm", outcome: "delivered")
         let sorted = answers.values.map { $0.answered - $0.committed }.sorted()
         func percentile(_ p: Double) -> Int64 { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
+        let rate = Double(delivered) / seconds
+        let how = tls ? (asyncHTTPClient ? "async-http-client, \(clients) clients" : "HTTP/2, \(connections) connections") : "\(clients) clients"
         print(
             String(
-                format: "pushdispatch: %d/%d delivered in %.2f s = %.0f deliveries/s (%d clients, %d at once); outbox commit → answer p50 %d ms, p99 %d ms",
-                delivered, messages, seconds, Double(delivered) / seconds, clients, concurrency, percentile(0.5), percentile(0.99)))
+                format: "pushdispatch: %d/%d delivered in %.2f s = %.0f deliveries/s (%@, %d at once); %.1f µs CPU per delivery (all threads); outbox commit → answer p50 %d ms, p99 %d ms",
+                delivered, messages, seconds, rate, how, concurrency, Double(cpu) / Double(max(1, delivered)), percentile(0.5), percentile(0.99)))
         fflush(nil)
 
+        var limit: Double?
+        if tls, let ca { limit = try Self.h2load(url: base, messages: messages, caFile: ca) }
         guard !noPeer else { return }
         let python = Process()
         python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = ["python3", "-W", "ignore", peerFolder + "/firebase_admin_peer.py", "--url", base, "--n", String(messages)]
+        python.arguments = ["python3", "-W", "ignore", peerFolder + "/firebase_admin_peer.py", "--url", base, "--n", String(messages)] + (tls ? ["--mode", "async"] : [])
+        if tls, let ca { python.environment = ProcessInfo.processInfo.environment.merging(["SSL_CERT_FILE": ca, "REQUESTS_CA_BUNDLE": ca]) { $1 } }
+        let output = Pipe()
+        python.standardOutput = output
         try python.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
         python.waitUntilExit()
+        print(text, terminator: "")
+        let peer = text.split(separator: " ").firstIndex(of: "=").flatMap { index in
+            Double(text.split(separator: " ")[index + 1])
+        }
+        if let limit { print(String(format: "pushdispatch / h2load: %.1f %%", rate / limit * 100)) }
+        if let peer { print(String(format: "pushdispatch / firebase-admin: %.1f×", rate / peer)) }
+    }
+
+    func makeTransport(caFile: String?) throws -> any HTTPTransport {
+        let fallback = try AsyncHTTPTransport(clients: clients, caFile: caFile)
+        if !tls || asyncHTTPClient { return fallback }
+        return try HTTP2Transport(configuration: .init(connectionsPerOrigin: connections, caFile: caFile), fallback: fallback)
+    }
+
+    /// User and system CPU time of this process so far, in microseconds (every thread).
+    static func cpuMicroseconds() -> Int64 {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Int64(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000 + Int64(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
+    }
+
+    /// h2load on the same fake, as run_peer_tls.sh runs it (4 connections × 100 streams): its
+    /// requests/s, printed; nil when h2load is not installed.
+    static func h2load(url: String, messages: Int, caFile: String) throws -> Double? {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/h2load") else {
+            print("h2load is not installed (apt-get install -y nghttp2-client): no C limit in this run")
+            return nil
+        }
+        let body = NSTemporaryDirectory() + "pushdispatch-h2load-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: body) }
+        try Data(
+            #"{"message":{"token":"tok-1","data":{"s":"OK","t":"value","app":"toto","sp":"/some/webcom/path","d":"{\"a\":\"WGj2WtQWVEjQGhQqb7r678xW3PwWmB4Z3zj\"}"},"android":{"priority":"high"},"apns":{"headers":{"apns-priority":"5","apns-push-type":"background"},"payload":{"aps":{"content-available":1}}}}}"#
+                .utf8
+        ).write(to: URL(fileURLWithPath: body))
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/h2load")
+        process.arguments = [
+            "-n", String(messages), "-c", "4", "-m", "100", "-H", "authorization: Bearer ya29.fake", "-H", "content-type: application/json", "-d", body,
+            url + "/v1/projects/p/messages:send",
+        ]
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        let lines = text.split(separator: "\n").filter { $0.hasPrefix("finished in") || $0.hasPrefix("requests:") }
+        print("h2load (C, 4 connections × 100 streams): " + lines.joined(separator: "; "))
+        // "finished in 0.52s, 38461.54 req/s, 9.10MB/s"
+        guard let finished = lines.first(where: { $0.hasPrefix("finished in") }) else { return nil }
+        let parts = finished.split(separator: " ")
+        return parts.firstIndex { $0.hasPrefix("req/s") }.flatMap { Double(parts[$0 - 1]) }
     }
 
     /// The same deliveries from a PostgreSQL outbox, by `instances` worker processes claiming side
     /// by side (`FOR UPDATE SKIP LOCKED`); the rate counts from the first worker's first answer
     /// to the last one's last, so process start-up is left out.
-    func runOnPostgres(url: String, base: String) async throws {
+    func runOnPostgres(url: String, base: String, transport: any HTTPTransport, ca: String?) async throws {
         var logger = Logger(label: "bench")
         logger.logLevel = .error
         let store = try await PostgresStore.open(url: url, logger: logger)
@@ -125,7 +206,6 @@ struct BenchDeliver: AsyncParsableCommand {
         let now: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
         if let worker {
             let key = try Self.serviceAccount(tokenURI: base + "/token")
-            let transport = try AsyncHTTPTransport(clients: clients)
             let context = SenderContext(transport: transport, timeout: .seconds(10), clock: SystemClock())
             let answers = AnswerLog()
             let sender = LoggingSender(inner: FCMSender(key: key, endpoint: base, context: context), log: answers)
@@ -157,14 +237,15 @@ struct BenchDeliver: AsyncParsableCommand {
                 notification: .childEvent, payload: payload, recordSeq: 1)
         }
         try await store.fillOutbox(entries, now: created)
+        try await transport.shutdown()  // the workers have theirs
         var children: [(Process, Pipe)] = []
         for index in 1...max(1, instances) {
             let process = Process()
             process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
             process.arguments = [
                 "deliver", "--postgres", url, "--url", base, "--worker", "node-\(index)", "--clients", String(clients),
-                "--concurrency", String(concurrency), "--messages", String(messages), "--no-peer",
-            ]
+                "--concurrency", String(concurrency), "--messages", String(messages), "--no-peer", "--connections", String(connections),
+            ] + (tls ? ["--tls"] : []) + (asyncHTTPClient ? ["--async-http-client"] : []) + (ca.map { ["--ca-file", $0] } ?? [])
             let output = Pipe()
             process.standardOutput = output
             try process.run()

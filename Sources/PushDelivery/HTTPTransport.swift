@@ -39,6 +39,12 @@ public protocol HTTPTransport: Sendable {
     /// Sends `request` and reads the answer (status, `Retry-After`, body up to a bound), or
     /// throws ``TransportError``.
     func send(_ request: OutgoingRequest, timeout: Duration) async throws(TransportError) -> ProviderAnswer
+    /// Closes the connections (an async-http-client must be, before the process ends).
+    func shutdown() async throws
+}
+
+extension HTTPTransport {
+    public func shutdown() async throws {}
 }
 
 /// The shared HTTP client of the service: async-http-client, HTTP/2 where the provider speaks

@@ -34,7 +34,7 @@ final class DeliveryHarness: @unchecked Sendable {
     let clock: ManualClock
     let store: SQLiteStore
     let path: String
-    let transport: AsyncHTTPTransport
+    let transport: HTTP2Transport
     let directory: Directory
     let random: RandomValue
     let counters = DeliveryCounters()
@@ -69,7 +69,9 @@ final class DeliveryHarness: @unchecked Sendable {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         path = folder.appendingPathComponent("store.db").path
         store = try SQLiteStore(path: path)
-        transport = try AsyncHTTPTransport(clients: 2, caFile: tls ? ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path : nil)
+        // HTTPS: the service's HTTP/2 transport; plain HTTP: its async-http-client fallback.
+        let ca = tls ? ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path : nil
+        transport = try HTTP2Transport(configuration: .init(connectionsPerOrigin: 2, caFile: ca), fallback: try AsyncHTTPTransport(clients: 2, caFile: ca))
         // Generous: a loaded CI machine must not turn a slow answer into a retry the manual clock never reaches.
         let context = SenderContext(transport: transport, timeout: .seconds(60), clock: clock, counters: counters)
         directory = Directory(

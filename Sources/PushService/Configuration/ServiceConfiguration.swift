@@ -73,6 +73,9 @@ public struct ServiceConfiguration: Sendable {
         public var perApp: Int
         /// `delivery.caFile`: extra trusted CA certificates (PEM). Default none.
         public var caFile: String?
+        /// `delivery.connectionsPerHost`: HTTP/2 connections to each provider host (each
+        /// carries many requests at once). Default 4.
+        public var connectionsPerHost: Int = 4
     }
 
     public struct Expiry: Sendable, Equatable {

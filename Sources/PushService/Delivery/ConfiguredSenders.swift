@@ -4,7 +4,9 @@ import PushDelivery
 import PushJOSE
 
 /// The senders of every configured application (FCM and HMS per application, one per
-/// webhook), over one shared HTTP transport that they own: ``shutdown()`` closes it.
+/// webhook), over one shared HTTP transport that they own: ``shutdown()`` closes it. HTTPS
+/// goes over the HTTP/2 transport (several connections per host, many streams each); `http://`
+/// URLs and hosts that do not agree on HTTP/2 go over async-http-client (HTTP/1.1).
 struct ConfiguredSenders: SenderDirectory {
     struct Application {
         var fcm: FCMSender?
@@ -13,12 +15,21 @@ struct ConfiguredSenders: SenderDirectory {
     }
 
     let applications: [String: Application]
-    let transport: AsyncHTTPTransport
+    let transport: any HTTPTransport
 
     /// Reads the service-account files and checks the webhook secrets; throws
     /// ``ConfigurationError`` naming the key at fault.
     init(_ configuration: ServiceConfiguration, clock: any ServiceClock, counters: DeliveryCounters) async throws {
-        let transport = try AsyncHTTPTransport(clients: 4, caFile: configuration.delivery.caFile)
+        let fallback = try AsyncHTTPTransport(clients: 2, caFile: configuration.delivery.caFile)
+        let transport: HTTP2Transport
+        do {
+            transport = try HTTP2Transport(
+                configuration: .init(connectionsPerOrigin: configuration.delivery.connectionsPerHost, caFile: configuration.delivery.caFile),
+                fallback: fallback)
+        } catch {
+            try? await fallback.shutdown()
+            throw error
+        }
         do {
             applications = try Self.applications(
                 configuration, context: SenderContext(transport: transport, timeout: configuration.delivery.timeout, clock: clock, counters: counters))

@@ -1,0 +1,547 @@
+import Logging
+import NIOCore
+import NIOHPACK
+import NIOHTTP2
+import NIOPosix
+import NIOSSL
+import NIOTLS
+import PushCore
+import Synchronization
+
+/// HTTP/2 over TLS straight on swift-nio-http2: what FCM, HMS and APNs speak.
+///
+/// Per origin (host and port), ``Configuration/connectionsPerOrigin`` connections, each
+/// carrying many requests at once as streams; a request takes the connection with the fewest
+/// streams open. A request costs one stream channel and one hop to the connection's event loop
+/// and back: its head and body are written in one flush, and the answer completes a promise.
+///
+/// - A connection that receives GOAWAY takes no new stream and is replaced; its streams above
+///   the last one the server processed fail as lost in transit (``TransportError/lostInTransit``)
+///   and are resent at once by ``SenderContext``; so does a stream reset with `REFUSED_STREAM`
+///   (never processed) or any reset or close before the answer.
+/// - Every request has its deadline (the stream is reset when it passes); a request that found
+///   no connection within it fails the same way.
+/// - `http://` URLs, and origins whose TLS handshake does not agree on `h2` (ALPN), go to
+///   `fallback` (HTTP/1.1: webhooks, plain-text fakes).
+public final class HTTP2Transport: HTTPTransport, Sendable {
+    public struct Configuration: Sendable {
+        /// Connections per origin. Default 4.
+        public var connectionsPerOrigin: Int = 4
+        /// How long a TCP connect and TLS handshake may take. Default 10 s.
+        public var connectTimeout: Duration = .seconds(10)
+        /// PEM certificates to trust in addition to the system's.
+        public var caFile: String?
+
+        public init(connectionsPerOrigin: Int = 4, connectTimeout: Duration = .seconds(10), caFile: String? = nil) {
+            self.connectionsPerOrigin = connectionsPerOrigin
+            self.connectTimeout = connectTimeout
+            self.caFile = caFile
+        }
+    }
+
+    let configuration: Configuration
+    let group: any EventLoopGroup
+    let tls: NIOSSLContext
+    let fallback: any HTTPTransport
+    let pools = Mutex<[RequestTarget.Origin: OriginPool]>([:])
+    /// Origins that did not agree on `h2`: sent through `fallback`.
+    let http1Origins = Mutex<Set<RequestTarget.Origin>>([])
+    /// Parsed URLs (a sender uses a handful).
+    let targets = Mutex<[String: RequestTarget]>([:])
+    let closed = Atomic<Bool>(false)
+    let logger: Logger
+
+    /// Answers longer than this are cut (a hostile or broken endpoint cannot exhaust memory).
+    public static let maximumAnswerBytes = 1 << 20
+    /// The largest header block accepted from a server.
+    static let maximumHeaderListSize = 16 << 10
+
+    public init(
+        configuration: Configuration = Configuration(), fallback: any HTTPTransport,
+        eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, logger: Logger = Logger(label: "pushdispatch.http2")
+    ) throws {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        // Both offered: a server without HTTP/2 refuses a handshake that offers h2 alone
+        // (no_application_protocol); one that picks http/1.1 is sent through the fallback.
+        tls.applicationProtocols = ["h2", "http/1.1"]
+        if let caFile = configuration.caFile {
+            let certificates = try NIOSSLCertificate.fromPEMFile(caFile)
+            guard !certificates.isEmpty else { throw TransportError("delivery.caFile \(caFile) holds no PEM certificate") }
+            tls.additionalTrustRoots = [.certificates(certificates)]
+        }
+        self.tls = try NIOSSLContext(configuration: tls)
+        self.configuration = configuration
+        self.group = eventLoopGroup
+        self.fallback = fallback
+        self.logger = logger
+    }
+
+    public func send(_ request: OutgoingRequest, timeout: Duration) async throws(TransportError) -> ProviderAnswer {
+        guard let target = target(request.url) else { throw TransportError("the URL \(request.url.prefix(200)) is not an absolute http(s) URL") }
+        let origin = target.origin
+        if !target.secure || http1Origins.withLock({ $0.contains(origin) }) {
+            return try await fallback.send(request, timeout: timeout)
+        }
+        guard !closed.load(ordering: .relaxed) else { throw TransportError("the transport is shut down") }
+        let deadline = NIODeadline.now() + .nanoseconds(Int64(clamping: timeout.wholeMilliseconds) &* 1_000_000)
+        let pool = pools.withLock { pools in
+            if let pool = pools[origin] { return pool }
+            let pool = OriginPool(target: target, transport: self)
+            pools[origin] = pool
+            return pool
+        }
+        do {
+            let connection = try await pool.connection(deadline: deadline)
+            return try await connection.exchange(request, target: target, deadline: deadline)
+        } catch let error as TransportError {
+            throw error
+        } catch let error as HTTP2ConnectionError where error.kind == .notHTTP2 {
+            http1Origins.withLock { _ = $0.insert(origin) }
+            logger.notice("\(origin.host):\(origin.port) does not speak HTTP/2 (ALPN): its requests go over HTTP/1.1")
+            return try await fallback.send(request, timeout: timeout)
+        } catch {
+            throw TransportError(Self.describe(error), lostInTransit: Self.isLostInTransit(error))
+        }
+    }
+
+    func target(_ url: String) -> RequestTarget? {
+        if let known = targets.withLock({ $0[url] }) { return known }
+        guard let parsed = RequestTarget(url) else { return nil }
+        targets.withLock { targets in
+            if targets.count >= 1_024 { targets.removeAll(keepingCapacity: true) }
+            targets[url] = parsed
+        }
+        return parsed
+    }
+
+    /// Closes every connection (requests in flight fail), then the fallback.
+    public func shutdown() async throws {
+        closed.store(true, ordering: .relaxed)
+        let all = pools.withLock { pools in
+            defer { pools.removeAll() }
+            return Array(pools.values)
+        }
+        for pool in all { await pool.close() }
+        if let fallback = fallback as? AsyncHTTPTransport { try await fallback.shutdown() }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        switch error {
+        case let error as HTTP2ConnectionError: return error.description
+        case let error as NIOHTTP2Errors.StreamClosed: return "HTTP/2: the stream was closed (\(error.errorCode))"
+        case let error as NIOSSLError: return "TLS: \(error)"
+        case let error as IOError: return "connection: \(error.description)"
+        default: return "transport: \(String(describing: error).prefix(200))"
+        }
+    }
+
+    /// Whether `error` means the connection or stream went away under the request: resent at
+    /// once. A refused connection or a failed handshake is not (the back-off waits).
+    static func isLostInTransit(_ error: any Error) -> Bool {
+        switch error {
+        case let error as HTTP2ConnectionError: return error.kind == .lost
+        case is NIOHTTP2Errors.StreamClosed, is NIOHTTP2Errors.CreatedStreamAfterGoaway, is NIOHTTP2Errors.IOOnClosedConnection: return true
+        case let error as ChannelError: return error == .ioOnClosedChannel || error == .eof || error == .outputClosed || error == .alreadyClosed
+        case let error as IOError: return error.errnoCode == ECONNRESET || error.errnoCode == EPIPE
+        case let error as NIOSSLError: return error == .uncleanShutdown
+        default: return false
+        }
+    }
+}
+
+/// Why a connection could not carry a request.
+struct HTTP2ConnectionError: Error, CustomStringConvertible {
+    enum Kind { case notHTTP2, connect, lost, timeout }
+    var kind: Kind
+    var description: String
+}
+
+/// The connections to one origin.
+final class OriginPool: Sendable {
+    enum Slot {
+        case empty
+        case connecting(EventLoopFuture<HTTP2Connection>)
+        case ready(HTTP2Connection)
+    }
+
+    let target: RequestTarget
+    let transport: HTTP2Transport
+    let slots: Mutex<[Slot]>
+
+    init(target: RequestTarget, transport: HTTP2Transport) {
+        self.target = target
+        self.transport = transport
+        slots = Mutex(Array(repeating: .empty, count: max(1, transport.configuration.connectionsPerOrigin)))
+    }
+
+    /// The usable connection with the fewest streams open; a new one in an empty slot while
+    /// some slot is empty (so that a burst spreads over every connection).
+    func connection(deadline: NIODeadline) async throws -> HTTP2Connection {
+        let future: EventLoopFuture<HTTP2Connection> = slots.withLock { slots in
+            var best: (index: Int, load: Int)?
+            var emptySlot: Int?
+            var pending: EventLoopFuture<HTTP2Connection>?
+            for index in slots.indices {
+                switch slots[index] {
+                case .ready(let connection) where connection.usable:
+                    let load = connection.streams.load(ordering: .relaxed)
+                    if best == nil || load < best!.load { best = (index, load) }
+                case .ready:
+                    slots[index] = .empty
+                    if emptySlot == nil { emptySlot = index }
+                case .empty:
+                    if emptySlot == nil { emptySlot = index }
+                case .connecting(let future):
+                    if pending == nil { pending = future }
+                }
+            }
+            if let emptySlot, best == nil || best!.load > 0 {
+                let future = connect(slot: emptySlot, deadline: deadline)
+                slots[emptySlot] = .connecting(future)
+                return future
+            }
+            if let best, case .ready(let connection) = slots[best.index] {
+                return connection.channel.eventLoop.makeSucceededFuture(connection)
+            }
+            return pending!
+        }
+        return try await future.get()
+    }
+
+    private func connect(slot: Int, deadline: NIODeadline) -> EventLoopFuture<HTTP2Connection> {
+        let future = HTTP2Connection.connect(target: target, transport: transport)
+        future.whenComplete { result in
+            self.slots.withLock { slots in
+                guard slot < slots.count, case .connecting = slots[slot] else { return }
+                switch result {
+                case .success(let connection): slots[slot] = .ready(connection)
+                case .failure: slots[slot] = .empty
+                }
+            }
+        }
+        return future
+    }
+
+    func close() async {
+        let connections: [HTTP2Connection] = slots.withLock { slots in
+            defer { slots = slots.map { _ in .empty } }
+            return slots.compactMap { if case .ready(let connection) = $0 { connection } else { nil } }
+        }
+        for connection in connections { try? await connection.channel.close() }
+    }
+}
+
+/// One HTTP/2 connection: its channel, its stream multiplexer, whether it takes new streams.
+final class HTTP2Connection: Sendable {
+    let channel: any Channel
+    let multiplexer: NIOHTTP2Handler.StreamMultiplexer
+    /// Streams open (requests in flight).
+    let streams = Atomic<Int>(0)
+    /// False once GOAWAY came or the connection closed.
+    let open = Atomic<Bool>(true)
+
+    init(channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer) {
+        self.channel = channel
+        self.multiplexer = multiplexer
+    }
+
+    var usable: Bool { open.load(ordering: .relaxed) && channel.isActive }
+
+    /// TCP, TLS with ALPN `h2`, then HTTP/2.
+    static func connect(target: RequestTarget, transport: HTTP2Transport) -> EventLoopFuture<HTTP2Connection> {
+        let tls = transport.tls
+        let serverName = target.hostIsAddress ? nil : target.host
+        let timeout = TimeAmount.milliseconds(Int64(clamping: transport.configuration.connectTimeout.wholeMilliseconds))
+        let bootstrap = ClientBootstrap(group: transport.group)
+            .connectTimeout(timeout)
+            .channelOption(.socketOption(.tcp_nodelay), value: 1)
+            .channelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    let handshake = ALPNWaiter(promise: channel.eventLoop.makePromise(), timeout: timeout)
+                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                    try channel.pipeline.syncOperations.addHandler(handshake)
+                }
+            }
+        return bootstrap.connect(host: target.host, port: target.port).flatMap { channel in
+            channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.handler(type: ALPNWaiter.self).promise.futureResult }
+                .flatMap { $0 }
+                .flatMapThrowing { negotiated -> Void in
+                    guard negotiated == "h2" else {
+                        channel.close(promise: nil)
+                        throw HTTP2ConnectionError(
+                            kind: .notHTTP2, description: "\(target.host):\(target.port) did not agree on HTTP/2 in TLS (ALPN \(negotiated ?? "none"))")
+                    }
+                }
+                .flatMapThrowing { () -> HTTP2Connection in
+                    let sync = channel.pipeline.syncOperations
+                    try sync.removeHandler(sync.handler(type: ALPNWaiter.self))
+                    var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
+                    connectionConfiguration.initialSettings = [
+                        HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
+                        HTTP2Setting(parameter: .enablePush, value: 0),
+                        HTTP2Setting(parameter: .maxHeaderListSize, value: HTTP2Transport.maximumHeaderListSize),
+                        HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
+                    ]
+                    // A server that answers before it reads a body resets the stream after its
+                    // answer (nginx: RST_STREAM NO_ERROR), once per request: the default
+                    // limits (200 resets or stream errors, or 200 glitches, per 30 s) would
+                    // close a busy connection within a second. A server's resets cost it more
+                    // than us; these bounds stay far above any provider's rate.
+                    connectionConfiguration.maximumConnectionGlitches = 1_000_000
+                    var streamConfiguration = NIOHTTP2Handler.StreamConfiguration()
+                    streamConfiguration.streamResetFrameRateLimit.maximumCount = 1_000_000
+                    streamConfiguration.streamResetFrameRateLimit.windowLength = .seconds(10)
+                    streamConfiguration.streamErrorRateLimit.maximumCount = 1_000_000
+                    streamConfiguration.streamErrorRateLimit.windowLength = .seconds(10)
+                    let multiplexer = try sync.configureHTTP2Pipeline(
+                        mode: .client, connectionConfiguration: connectionConfiguration, streamConfiguration: streamConfiguration,
+                        inboundStreamInitializer: { $0.close() })
+                    let connection = HTTP2Connection(channel: channel, multiplexer: multiplexer)
+                    try sync.addHandler(ConnectionWatcher(connection: connection))
+                    return connection
+                }
+                .flatMapErrorThrowing { error in
+                    channel.close(promise: nil)
+                    throw error
+                }
+        }.flatMapErrorThrowing { error in
+            if error is HTTP2ConnectionError { throw error }
+            throw HTTP2ConnectionError(
+                kind: .connect, description: "cannot connect to \(target.host):\(target.port): \(HTTP2Transport.describe(error))")
+        }
+    }
+
+    /// One request on a new stream: its head and body in one flush; the answer, or an error.
+    func exchange(_ request: OutgoingRequest, target: RequestTarget, deadline: NIODeadline) async throws -> ProviderAnswer {
+        var headers = HPACKHeaders()
+        headers.reserveCapacity(request.headers.count + 5)
+        headers.add(name: ":method", value: "POST")
+        headers.add(name: ":scheme", value: "https")
+        headers.add(name: ":authority", value: target.authority)
+        headers.add(name: ":path", value: target.path)
+        for (name, value) in request.headers {
+            let lowered = name.lowercased()
+            // Connection-specific fields are not HTTP/2's (RFC 9113 §8.2.2).
+            if ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host", "content-length"].contains(lowered) { continue }
+            headers.add(name: lowered, value: value)
+        }
+        headers.add(name: "content-length", value: String(request.body.count))
+        let body = channel.allocator.buffer(bytes: request.body)
+        let promise = channel.eventLoop.makePromise(of: ProviderAnswer.self)
+        let exchange = StreamExchange(promise: promise)
+        let headersToSend = headers
+        streams.wrappingAdd(1, ordering: .relaxed)
+        defer { streams.wrappingSubtract(1, ordering: .relaxed) }
+        let opened = channel.eventLoop.makePromise(of: (any Channel).self)
+        multiplexer.createStreamChannel(promise: opened) { stream in
+            stream.eventLoop.makeCompletedFuture {
+                try stream.pipeline.syncOperations.addHandler(
+                    ExchangeHandler(exchange: exchange, headers: headersToSend, body: body, deadline: deadline))
+            }
+        }
+        opened.futureResult.whenFailure { error in
+            exchange.complete(.failure(HTTP2ConnectionError(kind: .lost, description: "no stream could be opened: \(HTTP2Transport.describe(error))")))
+        }
+        return try await promise.futureResult.get()
+    }
+}
+
+/// The promise of one exchange, completed once (only on the connection's event loop).
+final class StreamExchange: @unchecked Sendable {
+    // @unchecked Sendable: `done` is read and written on the connection's event loop only.
+    let promise: EventLoopPromise<ProviderAnswer>
+    private var done = false
+
+    init(promise: EventLoopPromise<ProviderAnswer>) { self.promise = promise }
+
+    func complete(_ result: Result<ProviderAnswer, any Error>) {
+        promise.futureResult.eventLoop.preconditionInEventLoop()
+        guard !done else { return }
+        done = true
+        promise.completeWith(result)
+    }
+
+    var isDone: Bool { done }
+}
+
+/// The handler of one stream: writes the request, reads the answer.
+final class ExchangeHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame.FramePayload
+    typealias OutboundOut = HTTP2Frame.FramePayload
+
+    let exchange: StreamExchange
+    let headers: HPACKHeaders
+    let body: ByteBuffer
+    let deadline: NIODeadline
+    var started = false
+    var status: Int?
+    var retryAfter: String?
+    var answer: ByteBuffer?
+    var timer: Scheduled<Void>?
+
+    init(exchange: StreamExchange, headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) {
+        self.exchange = exchange
+        self.headers = headers
+        self.body = body
+        self.deadline = deadline
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { start(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        start(context)
+        context.fireChannelActive()
+    }
+
+    private func start(_ context: ChannelHandlerContext) {
+        guard !started else { return }
+        started = true
+        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
+        timer = context.eventLoop.scheduleTask(deadline: deadline) {
+            let (handler, context) = loopBound.value
+            handler.finish(.failure(HTTP2ConnectionError(kind: .timeout, description: "HTTP/2: no answer within the deadline")))
+            context.close(promise: nil)  // RST_STREAM CANCEL
+        }
+        context.write(wrapOutboundOut(.headers(.init(headers: headers, endStream: body.readableBytes == 0))), promise: nil)
+        if body.readableBytes > 0 { context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: nil) }
+        context.flush()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .headers(let frame):
+            if status == nil {
+                guard let text = frame.headers.first(name: ":status"), let code = Int(text), (100...599).contains(code) else {
+                    finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: an answer without a valid :status")))
+                    context.close(promise: nil)
+                    return
+                }
+                if code < 200 {
+                    if frame.endStream { finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream ended after \(code)"))) }
+                    return  // informational: the final answer follows
+                }
+                status = code
+                retryAfter = frame.headers.first(name: "retry-after")
+            }
+            if frame.endStream { finishAnswer() }
+        case .data(let frame):
+            if case .byteBuffer(var bytes) = frame.data {
+                let room = HTTP2Transport.maximumAnswerBytes - (answer?.readableBytes ?? 0)
+                if room > 0 {
+                    if bytes.readableBytes > room { bytes = bytes.getSlice(at: bytes.readerIndex, length: room) ?? bytes }
+                    if answer == nil { answer = bytes } else { answer!.writeBuffer(&bytes) }
+                }
+            }
+            if frame.endStream { finishAnswer() }
+        case .rstStream(let code):
+            finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the server reset the stream (\(code))")))
+        default:
+            break
+        }
+    }
+
+    private func finishAnswer() {
+        guard let status else {
+            finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream ended without an answer")))
+            return
+        }
+        finish(.success(ProviderAnswer(status: status, retryAfter: retryAfter, body: answer.map { Array(buffer: $0) } ?? [])))
+    }
+
+    private func finish(_ result: Result<ProviderAnswer, any Error>) {
+        timer?.cancel()
+        timer = nil
+        exchange.complete(result)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        finish(.failure(error))
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if !exchange.isDone {
+            finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream closed before the answer")))
+        }
+        context.fireChannelInactive()
+    }
+}
+
+/// Waits for the TLS handshake and says which protocol ALPN agreed on.
+final class ALPNWaiter: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = ByteBuffer
+    let promise: EventLoopPromise<String?>
+    let timeout: TimeAmount
+    var timer: Scheduled<Void>?
+
+    init(promise: EventLoopPromise<String?>, timeout: TimeAmount) {
+        self.promise = promise
+        self.timeout = timeout
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        let promise = self.promise
+        let timeout = self.timeout
+        let channel = context.channel
+        timer = context.eventLoop.scheduleTask(in: timeout) {
+            promise.fail(HTTP2ConnectionError(kind: .connect, description: "the TLS handshake took longer than \(timeout)"))
+            channel.close(promise: nil)
+        }
+        context.fireChannelActive()
+    }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if case TLSUserEvent.handshakeCompleted(let negotiated) = event {
+            timer?.cancel()
+            promise.succeed(negotiated)
+        }
+        context.fireUserInboundEventTriggered(event)
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        timer?.cancel()
+        promise.fail(error)
+        context.close(promise: nil)
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        timer?.cancel()
+        promise.fail(HTTP2ConnectionError(kind: .connect, description: "the connection closed during the TLS handshake"))
+        context.fireChannelInactive()
+    }
+
+    func handlerRemoved(context: ChannelHandlerContext) {
+        timer?.cancel()
+        // Removed once the handshake is done (a no-op then), or with a channel that never
+        // became active (a refused connection).
+        promise.fail(HTTP2ConnectionError(kind: .connect, description: "the connection closed before the TLS handshake"))
+    }
+}
+
+/// After the HTTP/2 handler: GOAWAY marks the connection as taking no new stream; a close
+/// does the same.
+final class ConnectionWatcher: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    let connection: HTTP2Connection
+
+    init(connection: HTTP2Connection) { self.connection = connection }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        if case .goAway = unwrapInboundIn(data).payload {
+            connection.open.store(false, ordering: .relaxed)
+        }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        connection.open.store(false, ordering: .relaxed)
+        context.fireChannelInactive()
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A connection error (the HTTP/2 handler has sent GOAWAY): no new stream on it.
+        connection.open.store(false, ordering: .relaxed)
+        context.close(promise: nil)
+    }
+}
