@@ -192,6 +192,8 @@ let package = Package(
                 "PushIngest",
                 "PushDelivery",
                 "PushService",
+                // The recording fake provider of the latency benchmark.
+                "PushTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),

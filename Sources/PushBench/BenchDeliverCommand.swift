@@ -277,13 +277,18 @@ struct BenchDeliver: AsyncParsableCommand {
 
     /// A service-account key whose `token_uri` is the fake's.
     static func serviceAccount(tokenURI: String) throws -> ServiceAccountKey {
+        try ServiceAccountKey(json: try serviceAccountJSON(tokenURI: tokenURI))
+    }
+
+    /// The service-account file of a new key whose `token_uri` is the fake's.
+    static func serviceAccountJSON(tokenURI: String) throws -> [UInt8] {
         let key = try _RSA.Signing.PrivateKey(keySize: .bits2048)
         var writer = JSONWriter()
         writer.write([
             "type": "service_account", "project_id": "p", "private_key_id": "k1", "private_key": .string(key.pemRepresentation),
             "client_email": "bench@p.iam.gserviceaccount.com", "token_uri": .string(tokenURI),
         ])
-        return try ServiceAccountKey(json: writer.bytes)
+        return writer.bytes
     }
 }
 

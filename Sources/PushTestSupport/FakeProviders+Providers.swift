@@ -97,6 +97,7 @@ extension FakeProviders {
 
     func fcm(_ request: Request, project: String) async throws -> Response {
         let arrived = clock.now
+        let arrivedMicros = Self.wallMicros()
         let bytes = try await body(request)
         guard project == Self.projectID else {
             record("fcm", "", [], 404, request)
@@ -129,7 +130,7 @@ extension FakeProviders {
             apns?["payload"]?["aps"]?["content-available"]?.integerValue == 1, apns?["payload"]?["aps"]?["alert"] == nil
         else { return refuse("fcm", target, request, 400, "a data-only message to Apple devices must be a background push with priority 5") }
         if let scripted = await next(target) {
-            record("fcm", target, dataBytes, Self.status(of: scripted), request, arrived: arrived)
+            record("fcm", target, dataBytes, Self.status(of: scripted), request, arrived: arrived, arrivedMicros: arrivedMicros)
             return scripted
         }
         if target.hasPrefix("unregistered-") {
@@ -142,6 +143,7 @@ extension FakeProviders {
 
     func hms(_ request: Request, client: String) async throws -> Response {
         let arrived = clock.now
+        let arrivedMicros = Self.wallMicros()
         let bytes = try await body(request)
         guard client == hmsClientID else {
             record("hms", "", [], 404, request)
@@ -168,7 +170,7 @@ extension FakeProviders {
         }
         let target = tokens[0]
         if let scripted = await next(target) {
-            record("hms", target, Array(data.utf8), Self.status(of: scripted), request, arrived: arrived)
+            record("hms", target, Array(data.utf8), Self.status(of: scripted), request, arrived: arrived, arrivedMicros: arrivedMicros)
             return scripted
         }
         if target.hasPrefix("unregistered-") {
@@ -189,6 +191,7 @@ extension FakeProviders {
 
     func webhook(_ request: Request, name: String) async throws -> Response {
         let arrived = clock.now
+        let arrivedMicros = Self.wallMicros()
         let bytes = try await body(request)
         guard let secret = webhookSecrets[name], let verifier = try? WebhookVerifier(secret) else {
             record("webhook", name, bytes, 404, request)
@@ -202,7 +205,7 @@ extension FakeProviders {
             return respond(401, [])
         }
         if let scripted = await next("webhook:" + name) {
-            record("webhook", name, bytes, Self.status(of: scripted), request, arrived: arrived)
+            record("webhook", name, bytes, Self.status(of: scripted), request, arrived: arrived, arrivedMicros: arrivedMicros)
             return scripted
         }
         record("webhook", name, bytes, 200, request)

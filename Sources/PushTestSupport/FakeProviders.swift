@@ -53,6 +53,17 @@ public final class FakeProviders: Sendable {
         public var at: Int64
         /// When it arrived (before a scripted slow answer).
         public var arrivedAt: Int64
+        /// When its handler began (the request on the wire) and when it was answered:
+        /// microseconds since the epoch by the system clock, for latency benchmarks.
+        public var arrivedMicros: Int64 = 0
+        public var answeredMicros: Int64 = 0
+    }
+
+    /// Microseconds since the epoch, by the system clock.
+    public static func wallMicros() -> Int64 {
+        var time = timespec()
+        clock_gettime(CLOCK_REALTIME, &time)
+        return Int64(time.tv_sec) * 1_000_000 + Int64(time.tv_nsec) / 1_000
     }
 
     /// A scripted answer.
@@ -238,12 +249,16 @@ public final class FakeProviders: Sendable {
 
     // MARK: - Handlers
 
-    func record(_ provider: String, _ target: String, _ data: [UInt8], _ status: Int, _ request: Request, arrived: Int64? = nil) {
+    func record(_ provider: String, _ target: String, _ data: [UInt8], _ status: Int, _ request: Request, arrived: Int64? = nil, arrivedMicros: Int64? = nil) {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         let at = clock.now
+        let answered = Self.wallMicros()
         state.withLock {
-            $0.received.append(Received(provider: provider, target: target, data: data, status: status, headers: headers, at: at, arrivedAt: arrived ?? at))
+            $0.received.append(
+                Received(
+                    provider: provider, target: target, data: data, status: status, headers: headers, at: at, arrivedAt: arrived ?? at,
+                    arrivedMicros: arrivedMicros ?? answered, answeredMicros: answered))
         }
     }
 

@@ -9,8 +9,9 @@ import Synchronization
 /// service's clock says (tests give it a manual one).
 public final class StoreHealth: Sendable {
     struct State {
-        /// What is held up (`committing a batch`, `writing the dead-letter file` …) → why.
-        var failing: [String: String] = [:]
+        /// What is held up (`committing a batch`, `writing the dead-letter file` …) → how
+        /// many operations are held up on it, and why the last one failed.
+        var failing: [String: (count: Int, reason: String)] = [:]
         /// The probe's last failure, until a probe succeeds.
         var probeFailure: String?
         /// When the probe in progress began (`nil`: none is).
@@ -29,14 +30,32 @@ public final class StoreHealth: Sendable {
         self.clock = clock
     }
 
-    /// `what` failed with `reason` and is being retried.
+    /// One more operation on `what` failed with `reason` and is being retried (once per
+    /// operation; ``stillFailing(_:reason:)`` for its later failures). Several operations may be
+    /// held up on one `what` at once (each socket connection of a shared instance writes
+    /// its own records): `what` is a problem until every one has ended.
     public func failing(_ what: String, reason: String) {
-        state.withLock { $0.failing[what] = String(reason.prefix(300)) }
+        state.withLock { state in
+            let count = state.failing[what]?.count ?? 0
+            state.failing[what] = (count + 1, String(reason.prefix(300)))
+        }
     }
 
-    /// `what` succeeded (again).
+    /// An operation already held up on `what` failed again.
+    public func stillFailing(_ what: String, reason: String) {
+        state.withLock { state in
+            guard let held = state.failing[what] else { return }
+            state.failing[what] = (held.count, String(reason.prefix(300)))
+        }
+    }
+
+    /// An operation held up on `what` ended: it succeeded, or it was given up (cancelled, its
+    /// client gone). Called once for each ``failing(_:reason:)``.
     public func recovered(_ what: String) {
-        _ = state.withLock { $0.failing.removeValue(forKey: what) }
+        state.withLock { state in
+            guard let held = state.failing[what] else { return }
+            if held.count > 1 { state.failing[what] = (held.count - 1, held.reason) } else { state.failing.removeValue(forKey: what) }
+        }
     }
 
     /// A probe begins.
@@ -58,7 +77,7 @@ public final class StoreHealth: Sendable {
     public var problems: [String: String] {
         let now = clock.now
         return state.withLock { state in
-            var problems = state.failing
+            var problems = state.failing.mapValues(\.reason)
             if let failure = state.probeFailure {
                 problems["probe"] = failure
             } else if let since = state.probeSince, now.saturatingSubtracting(since) > probeDeadline {

@@ -7,22 +7,22 @@ import PushCore
 /// again after the restart), and passes a lost lease on at once: another instance owns the
 /// application now, and retrying cannot help.
 ///
-/// `health` is told while `what` is held up, and when it works again (readiness says it).
+/// `health` is told while `what` is held up, and when it is not any more: it works again, or
+/// it was given up (cancelled: a shared instance's socket connection whose client went away
+/// while the store was down must not leave readiness at 503 for good).
 func retryingIngestion<T>(_ what: String, health: StoreHealth? = nil, logger: Logger, _ body: () async throws -> T) async throws -> T {
     var delay = Duration.milliseconds(50)
     var failed = false
+    defer { if failed { health?.recovered(what) } }
     while true {
         do {
-            let result = try await body()
-            if failed { health?.recovered(what) }
-            return result
+            return try await body()
         } catch let error as StoreError where error.kind == .leaseLost {
-            if failed { health?.recovered(what) }
             throw error
         } catch {
             try Task.checkCancellation()
+            if failed { health?.stillFailing(what, reason: "\(error)") } else { health?.failing(what, reason: "\(error)") }
             failed = true
-            health?.failing(what, reason: "\(error)")
             logger.error("ingestion is held up; retrying", metadata: ["while": "\(what)", "error": "\(error)", "retryIn": "\(delay)"])
             try await Task.sleep(for: delay)
             delay = min(delay * 2, .seconds(5))
