@@ -107,6 +107,7 @@ struct BenchDeliver: AsyncParsableCommand {
             store: store, senders: OneSender(sender: sender),
             configuration: .init(perProvider: concurrency, perApp: concurrency, maximumInFlight: concurrency * 2),
             notices: NoNotices(), index: NoIndex(), clock: SystemClock(), logger: logger)
+        FileHandle.standardError.write(Data("delivering \(messages) notifications\n".utf8))
         let start = ContinuousClock.now
         let cpuBefore = Self.cpuMicroseconds()
         let task = Task { try await dispatcher.run() }
@@ -270,8 +271,9 @@ struct BenchDeliver: AsyncParsableCommand {
         let seconds = Double(max(1, last - first)) / 1000
         print(
             String(
-                format: "pushdispatch on PostgreSQL, %d instance(s): %d/%d delivered in %.2f s = %.0f deliveries/s (%d clients, %d at once each)",
-                instances, delivered, messages, seconds, Double(delivered) / seconds, clients, concurrency))
+                format: "pushdispatch on PostgreSQL, %d instance(s): %d/%d delivered in %.2f s = %.0f deliveries/s (%@, %d at once each)",
+                instances, delivered, messages, seconds, Double(delivered) / seconds,
+                tls ? (asyncHTTPClient ? "async-http-client, \(clients) clients" : "HTTP/2, \(connections) connections") : "\(clients) clients", concurrency))
         fflush(nil)
     }
 

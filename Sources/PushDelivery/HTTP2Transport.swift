@@ -12,8 +12,9 @@ import Synchronization
 ///
 /// Per origin (host and port), ``Configuration/connectionsPerOrigin`` connections, each
 /// carrying many requests at once as streams; a request takes the connection with the fewest
-/// streams open. A request costs one stream channel and one hop to the connection's event loop
-/// and back: its head and body are written in one flush, and the answer completes a promise.
+/// streams open. A request is two frames written on the connection's event loop (no channel per
+/// stream), requests handed over together leave in one write, and the answer completes a
+/// promise.
 ///
 /// - A connection that receives GOAWAY takes no new stream and is replaced; its streams above
 ///   the last one the server processed fail as lost in transit (``TransportError/lostInTransit``)
@@ -184,7 +185,7 @@ final class OriginPool: Sendable {
             for index in slots.indices {
                 switch slots[index] {
                 case .ready(let connection) where connection.usable:
-                    let load = connection.streams.load(ordering: .relaxed)
+                    let load = connection.load
                     if best == nil || load < best!.load { best = (index, load) }
                 case .ready:
                     slots[index] = .empty
@@ -231,21 +232,29 @@ final class OriginPool: Sendable {
     }
 }
 
-/// One HTTP/2 connection: its channel, its stream multiplexer, whether it takes new streams.
+/// One HTTP/2 connection: its channel, the handler that runs its streams, whether it takes
+/// new ones.
+///
+/// Streams are frames with a stream id on the connection, not child channels: a request is a
+/// HEADERS and a DATA frame written by ``HTTP2ClientHandler``, its answer the frames read back
+/// for that id. Requests handed over from other threads wait in a queue that one task on the
+/// event loop drains, so a burst costs one wake-up of the loop and one write, not one each.
 final class HTTP2Connection: Sendable {
     let channel: any Channel
-    let multiplexer: NIOHTTP2Handler.StreamMultiplexer
-    /// Streams open (requests in flight).
-    let streams = Atomic<Int>(0)
-    /// False once GOAWAY came or the connection closed.
-    let open = Atomic<Bool>(true)
+    let handler: NIOLoopBound<HTTP2ClientHandler>
+    let flags: ConnectionFlags
+    /// Requests handed over and not yet started on the loop; whether a drain is scheduled.
+    let queue = Mutex<(requests: [PendingRequest], scheduled: Bool)>(([], false))
 
-    init(channel: any Channel, multiplexer: NIOHTTP2Handler.StreamMultiplexer) {
+    init(channel: any Channel, handler: HTTP2ClientHandler, flags: ConnectionFlags) {
         self.channel = channel
-        self.multiplexer = multiplexer
+        self.handler = NIOLoopBound(handler, eventLoop: channel.eventLoop)
+        self.flags = flags
     }
 
-    var usable: Bool { open.load(ordering: .relaxed) && channel.isActive }
+    /// Streams open (requests in flight).
+    var load: Int { flags.streams.load(ordering: .relaxed) }
+    var usable: Bool { flags.open.load(ordering: .relaxed) && channel.isActive }
 
     /// TCP, TLS with ALPN `h2`, then HTTP/2.
     static func connect(target: RequestTarget, transport: HTTP2Transport) -> EventLoopFuture<HTTP2Connection> {
@@ -280,6 +289,7 @@ final class HTTP2Connection: Sendable {
                         HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
                         HTTP2Setting(parameter: .enablePush, value: 0),
                         HTTP2Setting(parameter: .maxHeaderListSize, value: HTTP2Transport.maximumHeaderListSize),
+                        // Answers are small: no stream needs a window update.
                         HTTP2Setting(parameter: .initialWindowSize, value: 1 << 20),
                     ]
                     // A server that answers before it reads a body resets the stream after its
@@ -293,15 +303,15 @@ final class HTTP2Connection: Sendable {
                     streamConfiguration.streamResetFrameRateLimit.windowLength = .seconds(10)
                     streamConfiguration.streamErrorRateLimit.maximumCount = 1_000_000
                     streamConfiguration.streamErrorRateLimit.windowLength = .seconds(10)
-                    // Between TLS and HTTP/2: the flushes of the streams started in one turn of
-                    // the event loop become one TLS write and one system call.
+                    // Between TLS and HTTP/2: the flushes of one turn of the event loop become
+                    // one TLS write and one system call.
                     try sync.addHandler(FlushCoalescer())
-                    let multiplexer = try sync.configureHTTP2Pipeline(
-                        mode: .client, connectionConfiguration: connectionConfiguration, streamConfiguration: streamConfiguration,
-                        inboundStreamInitializer: { $0.close() })
-                    let connection = HTTP2Connection(channel: channel, multiplexer: multiplexer)
-                    try sync.addHandler(ConnectionWatcher(connection: connection))
-                    return connection
+                    try sync.addHandler(
+                        NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionConfiguration, streamConfiguration: streamConfiguration))
+                    let flags = ConnectionFlags()
+                    let client = HTTP2ClientHandler(flags: flags, authority: target.authority)
+                    try sync.addHandler(client)
+                    return HTTP2Connection(channel: channel, handler: client, flags: flags)
                 }
                 .flatMapErrorThrowing { error in
                     channel.close(promise: nil)
@@ -314,7 +324,7 @@ final class HTTP2Connection: Sendable {
         }
     }
 
-    /// One request on a new stream: its head and body in one flush; the answer, or an error.
+    /// One request on a new stream: the answer, or an error.
     func exchange(_ request: OutgoingRequest, target: RequestTarget, deadline: NIODeadline) async throws -> ProviderAnswer {
         var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.count + 5)
@@ -329,146 +339,237 @@ final class HTTP2Connection: Sendable {
             headers.add(name: lowered, value: value)
         }
         headers.add(name: "content-length", value: String(request.body.count))
-        let body = channel.allocator.buffer(bytes: request.body)
         let promise = channel.eventLoop.makePromise(of: ProviderAnswer.self)
-        let exchange = StreamExchange(promise: promise)
-        let headersToSend = headers
-        streams.wrappingAdd(1, ordering: .relaxed)
-        defer { streams.wrappingSubtract(1, ordering: .relaxed) }
-        let opened = channel.eventLoop.makePromise(of: (any Channel).self)
-        multiplexer.createStreamChannel(promise: opened) { stream in
-            stream.eventLoop.makeCompletedFuture {
-                try stream.pipeline.syncOperations.addHandler(
-                    ExchangeHandler(exchange: exchange, headers: headersToSend, body: body, deadline: deadline))
+        let pending = PendingRequest(headers: headers, body: request.body, deadline: deadline, promise: promise)
+        let schedule = queue.withLock { queue -> Bool in
+            queue.requests.append(pending)
+            defer { queue.scheduled = true }
+            return !queue.scheduled
+        }
+        if schedule {
+            let handler = self.handler
+            channel.eventLoop.execute {
+                let requests = self.queue.withLock { queue in
+                    defer {
+                        queue.requests.removeAll(keepingCapacity: true)
+                        queue.scheduled = false
+                    }
+                    return queue.requests
+                }
+                handler.value.start(requests)
             }
         }
-        opened.futureResult.whenFailure { error in
-            exchange.complete(.failure(HTTP2ConnectionError(kind: .lost, description: "no stream could be opened: \(HTTP2Transport.describe(error))")))
-        }
+        flags.streams.wrappingAdd(1, ordering: .relaxed)
+        defer { flags.streams.wrappingSubtract(1, ordering: .relaxed) }
         return try await promise.futureResult.get()
     }
 }
 
-/// The promise of one exchange, completed once (only on the connection's event loop).
-final class StreamExchange: @unchecked Sendable {
-    // @unchecked Sendable: `done` is read and written on the connection's event loop only.
-    let promise: EventLoopPromise<ProviderAnswer>
-    private var done = false
-
-    init(promise: EventLoopPromise<ProviderAnswer>) { self.promise = promise }
-
-    func complete(_ result: Result<ProviderAnswer, any Error>) {
-        promise.futureResult.eventLoop.preconditionInEventLoop()
-        guard !done else { return }
-        done = true
-        promise.completeWith(result)
-    }
-
-    var isDone: Bool { done }
+/// What a connection's users read from any thread.
+final class ConnectionFlags: Sendable {
+    /// Streams open (requests in flight).
+    let streams = Atomic<Int>(0)
+    /// False once GOAWAY came, the stream ids ran out, or the connection closed.
+    let open = Atomic<Bool>(true)
 }
 
-/// The handler of one stream: writes the request, reads the answer.
-final class ExchangeHandler: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame.FramePayload
-    typealias OutboundOut = HTTP2Frame.FramePayload
+/// A request handed to a connection's event loop.
+struct PendingRequest: Sendable {
+    var headers: HPACKHeaders
+    var body: [UInt8]
+    var deadline: NIODeadline
+    var promise: EventLoopPromise<ProviderAnswer>
+}
 
-    let exchange: StreamExchange
-    let headers: HPACKHeaders
-    let body: ByteBuffer
-    let deadline: NIODeadline
-    var started = false
-    var status: Int?
-    var retryAfter: String?
-    var answer: ByteBuffer?
-    var timer: Scheduled<Void>?
+/// Runs a connection's streams as frames (after the HTTP/2 handler): writes each request's
+/// HEADERS and DATA with a new stream id, reads each answer's frames back by id, and fails what
+/// is lost (a reset, GOAWAY past the last id processed, the connection closing) or late (its
+/// deadline: the stream is reset).
+final class HTTP2ClientHandler: ChannelInboundHandler {
+    typealias InboundIn = HTTP2Frame
+    typealias OutboundOut = HTTP2Frame
 
-    init(exchange: StreamExchange, headers: HPACKHeaders, body: ByteBuffer, deadline: NIODeadline) {
-        self.exchange = exchange
-        self.headers = headers
-        self.body = body
-        self.deadline = deadline
+    struct Exchange {
+        var promise: EventLoopPromise<ProviderAnswer>
+        var timer: Scheduled<Void>?
+        var status: Int?
+        var retryAfter: String?
+        var body: ByteBuffer?
+    }
+
+    let flags: ConnectionFlags
+    let authority: String
+    var context: ChannelHandlerContext?
+    var exchanges: [HTTP2StreamID: Exchange] = [:]
+    /// The next stream id this client opens (odd, increasing; RFC 9113 §5.1.1).
+    var nextStreamID: Int32 = 1
+    var goingAway = false
+    /// Bytes of DATA read since the last connection-level WINDOW_UPDATE (frame by frame, no
+    /// multiplexer gives the window back): given back by halves of ``connectionWindow``.
+    var unacknowledged = 0
+    static let connectionWindow = 1 << 20
+
+    init(flags: ConnectionFlags, authority: String) {
+        self.flags = flags
+        self.authority = authority
     }
 
     func handlerAdded(context: ChannelHandlerContext) {
-        if context.channel.isActive { start(context) }
+        self.context = context
+        // The connection's window from 65,535 bytes to 1 MiB (answers of many streams at once).
+        let increment = Self.connectionWindow - 65_535
+        context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: increment))), promise: nil)
     }
 
-    func channelActive(context: ChannelHandlerContext) {
-        start(context)
-        context.fireChannelActive()
+    func handlerRemoved(context: ChannelHandlerContext) {
+        failAll("the connection closed before the answer")
+        self.context = nil
     }
 
-    private func start(_ context: ChannelHandlerContext) {
-        guard !started else { return }
-        started = true
-        let loopBound = NIOLoopBound((self, context), eventLoop: context.eventLoop)
-        timer = context.eventLoop.scheduleTask(deadline: deadline) {
-            let (handler, context) = loopBound.value
-            handler.finish(.failure(HTTP2ConnectionError(kind: .timeout, description: "HTTP/2: no answer within the deadline")))
-            context.close(promise: nil)  // RST_STREAM CANCEL
+    /// Opens a stream for each request and writes them out in one flush.
+    func start(_ requests: [PendingRequest]) {
+        guard let context, context.channel.isActive, !goingAway else {
+            for request in requests { request.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the connection is closing")) }
+            flags.open.store(false, ordering: .relaxed)
+            return
         }
-        context.write(wrapOutboundOut(.headers(.init(headers: headers, endStream: body.readableBytes == 0))), promise: nil)
-        if body.readableBytes > 0 { context.write(wrapOutboundOut(.data(.init(data: .byteBuffer(body), endStream: true))), promise: nil) }
+        let loopBound = NIOLoopBound(self, eventLoop: context.eventLoop)
+        for request in requests {
+            // Ids run out after 2^30 streams: the connection is replaced.
+            guard nextStreamID < Int32.max - 2 else {
+                flags.open.store(false, ordering: .relaxed)
+                request.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the connection ran out of stream ids"))
+                continue
+            }
+            let id = HTTP2StreamID(nextStreamID)
+            nextStreamID += 2
+            let timer = context.eventLoop.scheduleTask(deadline: request.deadline) { loopBound.value.timedOut(id) }
+            exchanges[id] = Exchange(promise: request.promise, timer: timer)
+            context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: request.headers, endStream: request.body.isEmpty)))), promise: nil)
+            if !request.body.isEmpty {
+                let body = context.channel.allocator.buffer(bytes: request.body)
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .data(.init(data: .byteBuffer(body), endStream: true)))), promise: nil)
+            }
+        }
         context.flush()
     }
 
+    func timedOut(_ id: HTTP2StreamID) {
+        guard let exchange = exchanges.removeValue(forKey: id) else { return }
+        exchange.promise.fail(HTTP2ConnectionError(kind: .timeout, description: "HTTP/2: no answer within the deadline"))
+        if let context, context.channel.isActive {
+            context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.cancel))), promise: nil)
+        }
+    }
+
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        switch unwrapInboundIn(data) {
-        case .headers(let frame):
-            if status == nil {
-                guard let text = frame.headers.first(name: ":status"), let code = Int(text), (100...599).contains(code) else {
-                    finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: an answer without a valid :status")))
-                    context.close(promise: nil)
+        let frame = unwrapInboundIn(data)
+        if frame.streamID == .rootStream {
+            if case .goAway(let last, _, _) = frame.payload {
+                goingAway = true
+                flags.open.store(false, ordering: .relaxed)
+                // Streams above the last one processed never were: resent at once.
+                for id in exchanges.keys where id > last {
+                    fail(id, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: GOAWAY, the stream was not processed"))
+                }
+            }
+            return
+        }
+        let id = frame.streamID
+        if case .data(let data) = frame.payload {
+            // Every DATA frame counts against the connection's window, even one of a stream
+            // given up: the window is given back as it is read.
+            unacknowledged += data.data.readableBytes + (data.paddingBytes.map { $0 + 1 } ?? 0)
+            if unacknowledged >= Self.connectionWindow / 2 {
+                context.write(wrapOutboundOut(HTTP2Frame(streamID: .rootStream, payload: .windowUpdate(windowSizeIncrement: unacknowledged))), promise: nil)
+                context.flush()
+                unacknowledged = 0
+            }
+        }
+        guard exchanges[id] != nil else { return }
+        switch frame.payload {
+        case .headers(let headers):
+            if exchanges[id]!.status == nil {
+                guard let text = headers.headers.first(name: ":status"), let code = Int(text), (100...599).contains(code) else {
+                    fail(id, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: an answer without a valid :status"))
+                    context.writeAndFlush(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .rstStream(.protocolError))), promise: nil)
                     return
                 }
                 if code < 200 {
-                    if frame.endStream { finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream ended after \(code)"))) }
+                    if headers.endStream { fail(id, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream ended after \(code)")) }
                     return  // informational: the final answer follows
                 }
-                status = code
-                retryAfter = frame.headers.first(name: "retry-after")
+                exchanges[id]!.status = code
+                exchanges[id]!.retryAfter = headers.headers.first(name: "retry-after")
             }
-            if frame.endStream { finishAnswer() }
-        case .data(let frame):
-            if case .byteBuffer(var bytes) = frame.data {
-                let room = HTTP2Transport.maximumAnswerBytes - (answer?.readableBytes ?? 0)
+            if headers.endStream { finish(id) }
+        case .data(let data):
+            if case .byteBuffer(var bytes) = data.data {
+                let held = exchanges[id]!.body?.readableBytes ?? 0
+                let room = HTTP2Transport.maximumAnswerBytes - held
                 if room > 0 {
                     if bytes.readableBytes > room { bytes = bytes.getSlice(at: bytes.readerIndex, length: room) ?? bytes }
-                    if answer == nil { answer = bytes } else { answer!.writeBuffer(&bytes) }
+                    if exchanges[id]!.body == nil { exchanges[id]!.body = bytes } else { exchanges[id]!.body!.writeBuffer(&bytes) }
                 }
             }
-            if frame.endStream { finishAnswer() }
+            if data.endStream { finish(id) }
         case .rstStream(let code):
-            finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the server reset the stream (\(code))")))
+            fail(id, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the server reset the stream (\(code))"))
         default:
             break
         }
     }
 
-    private func finishAnswer() {
-        guard let status else {
-            finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream ended without an answer")))
-            return
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let closed = event as? StreamClosedEvent, exchanges[closed.streamID] != nil {
+            if closed.reason == nil, exchanges[closed.streamID]!.status != nil {
+                finish(closed.streamID)
+            } else {
+                fail(closed.streamID, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream closed before the answer (\(closed.reason.map { "\($0)" } ?? "no reason"))"))
+            }
         }
-        finish(.success(ProviderAnswer(status: status, retryAfter: retryAfter, body: answer.map { Array(buffer: $0) } ?? [])))
-    }
-
-    private func finish(_ result: Result<ProviderAnswer, any Error>) {
-        timer?.cancel()
-        timer = nil
-        exchange.complete(result)
+        context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        finish(.failure(error))
+        if let error = error as? NIOHTTP2Errors.StreamError {
+            fail(error.streamID, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: \(String(describing: error.baseError).prefix(200))"))
+            return
+        }
+        // A connection error: the HTTP/2 handler has sent GOAWAY and closes.
+        flags.open.store(false, ordering: .relaxed)
         context.close(promise: nil)
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if !exchange.isDone {
-            finish(.failure(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream closed before the answer")))
-        }
+        flags.open.store(false, ordering: .relaxed)
+        failAll("the connection closed before the answer")
         context.fireChannelInactive()
+    }
+
+    private func finish(_ id: HTTP2StreamID) {
+        guard let exchange = exchanges.removeValue(forKey: id) else { return }
+        exchange.timer?.cancel()
+        guard let status = exchange.status else {
+            exchange.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream ended without an answer"))
+            return
+        }
+        exchange.promise.succeed(ProviderAnswer(status: status, retryAfter: exchange.retryAfter, body: exchange.body.map { Array(buffer: $0) } ?? []))
+    }
+
+    private func fail(_ id: HTTP2StreamID, _ error: any Error) {
+        guard let exchange = exchanges.removeValue(forKey: id) else { return }
+        exchange.timer?.cancel()
+        exchange.promise.fail(error)
+    }
+
+    private func failAll(_ reason: String) {
+        let all = exchanges
+        exchanges.removeAll()
+        for exchange in all.values {
+            exchange.timer?.cancel()
+            exchange.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: \(reason)"))
+        }
     }
 }
 
@@ -539,31 +640,5 @@ final class FlushCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
             handler.scheduled = false
             context.flush()
         }
-    }
-}
-
-/// After the HTTP/2 handler: GOAWAY marks the connection as taking no new stream; a close
-/// does the same.
-final class ConnectionWatcher: ChannelInboundHandler {
-    typealias InboundIn = HTTP2Frame
-    let connection: HTTP2Connection
-
-    init(connection: HTTP2Connection) { self.connection = connection }
-
-    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        if case .goAway = unwrapInboundIn(data).payload {
-            connection.open.store(false, ordering: .relaxed)
-        }
-    }
-
-    func channelInactive(context: ChannelHandlerContext) {
-        connection.open.store(false, ordering: .relaxed)
-        context.fireChannelInactive()
-    }
-
-    func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        // A connection error (the HTTP/2 handler has sent GOAWAY): no new stream on it.
-        connection.open.store(false, ordering: .relaxed)
-        context.close(promise: nil)
     }
 }

@@ -198,4 +198,52 @@ struct HTTP2TransportTests {
         #expect(ContinuousClock.now - start < .seconds(10))
         try await transport.shutdown()
     }
+
+    @Test("a stream the server never answers fails at its deadline as a timeout (not lost, not resent); the 50 beside it on the same connections are answered at once")
+    func stalledStream() async throws {
+        let fakes = try await FakeProviders.start(tls: true)
+        defer { Task { await fakes.stop() } }
+        fakes.script("stalled-device", [.slow(.seconds(30), then: .normal)])
+        let transport = try Self.transport(connections: 1)
+        let counters = DeliveryCounters()
+        let context = SenderContext(transport: transport, timeout: .seconds(1), clock: SystemClock(), counters: counters)
+        let sender = FCMSender(key: fakes.serviceAccount, endpoint: fakes.fcmEndpoint, context: context)
+        func notification(_ token: String) -> StoredNotification {
+            StoredNotification(
+                id: 1,
+                entry: OutboxEntry(
+                    app: "toto", subscriptionHandle: 1, subscriptionID: "s", kind: .mobile, target: token, destination: nil, notification: .value,
+                    payload: Array(#"{"s":"OK","t":"value"}"#.utf8), recordSeq: 1),
+                createdAt: 0, nextAttemptAt: 0, attempts: 0)
+        }
+        // The access token first, so that every send below is one request.
+        let warmUp = await sender.send(notification("warm-up"), now: 0)
+        guard case .delivered = warmUp else {
+            Issue.record("the first send: \(warmUp)")
+            return
+        }
+        let start = ContinuousClock.now
+        async let stalled = sender.send(notification("stalled-device"), now: 0)
+        let others = await withTaskGroup(of: (DeliveryOutcome, Duration).self) { group in
+            for index in 0..<50 {
+                group.addTask {
+                    let began = ContinuousClock.now
+                    return (await sender.send(notification("device-\(index)"), now: 0), ContinuousClock.now - began)
+                }
+            }
+            return await group.reduce(into: []) { $0.append($1) }
+        }
+        let outcome = await stalled
+        let took = ContinuousClock.now - start
+        guard case .retry(let reason, _, _) = outcome else {
+            Issue.record("the stalled send: \(outcome)")
+            return
+        }
+        #expect(reason.contains("deadline"), "\(reason)")
+        #expect(took >= .seconds(1) && took < .seconds(10), "\(took)")
+        #expect(counters.resends(provider: "fcm") == 0)
+        #expect(others.allSatisfy { if case .delivered = $0.0 { true } else { false } }, "\(others.map(\.0).prefix(3))")
+        #expect(others.allSatisfy { $0.1 < .seconds(1) }, "\(others.map(\.1).max() ?? .zero)")
+        try await transport.shutdown()
+    }
 }

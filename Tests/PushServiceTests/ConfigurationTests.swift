@@ -51,7 +51,8 @@ struct ConfigurationTests {
         #expect(configuration.ingest.deadLetter == "/etc/pd/dead-letter.ndjson")
         #expect(configuration.ingest.deadLetterMaxSize == 1 << 30)
         #expect(configuration.http.port == 8080 && configuration.http.host == "127.0.0.1")
-        #expect(configuration.delivery.timeout == .seconds(10) && configuration.delivery.perProvider == 256)
+        #expect(configuration.delivery.timeout == .seconds(10) && configuration.delivery.perProvider == 1_024 && configuration.delivery.perApp == 256)
+        #expect(configuration.delivery.connectionsPerHost == 4)
         #expect(configuration.expiry.interval == .seconds(15))
         #expect(configuration.apps.isEmpty)
         #expect(configuration.ingest.socketLimits == SocketLimits())
@@ -279,6 +280,8 @@ struct ConfigurationTests {
         ("delivery: {retry: {jitter: 2}}", "delivery.retry.jitter: 2.0 is out of range; expected 0.0 to 1.0"),
         ("delivery: {retry: {initial: 30m, window: 10m}}", "delivery.retry.initial: longer than delivery.retry.window"),
         ("delivery: {concurrency: {perApp: 0}}", "delivery.concurrency.perApp: 0 is out of range; expected 1 to 65536"),
+        ("delivery: {connectionsPerHost: 0}", "delivery.connectionsPerHost: 0 is out of range; expected 1 to 64"),
+        ("delivery: {connectionsPerHost: many}", "delivery.connectionsPerHost: expected an integer"),
         ("delivery: {caFile: /no/such/ca.pem}", "delivery.caFile: cannot read the file \"/no/such/ca.pem\""),
         ("store: {sqlite: /tmp/a.db, postgres: postgres://x}", "store: give either sqlite or postgres, not both"),
         (

@@ -98,8 +98,8 @@ struct ConfigurationDecoder {
             enabled: deliverySection.boolean("enabled") ?? true,
             retry: retry,
             timeout: deliverySection.duration("timeout", range: .milliseconds(100) ... .seconds(600)) ?? .seconds(10),
-            perProvider: Int(concurrency.integer("perProvider", range: 1...65_536, expected: "1 to 65536") ?? 256),
-            perApp: Int(concurrency.integer("perApp", range: 1...65_536, expected: "1 to 65536") ?? 64),
+            perProvider: Int(concurrency.integer("perProvider", range: 1...65_536, expected: "1 to 65536") ?? 1_024),
+            perApp: Int(concurrency.integer("perApp", range: 1...65_536, expected: "1 to 65536") ?? 256),
             caFile: deliverySection.certificateFile("caFile"),
             connectionsPerHost: Int(deliverySection.integer("connectionsPerHost", range: 1...64, expected: "1 to 64") ?? 4))
 

@@ -67,9 +67,10 @@ public struct ServiceConfiguration: Sendable {
         public var retry: Retry
         /// `delivery.timeout` per request. Default 10s.
         public var timeout: Duration
-        /// `delivery.concurrency.perProvider`. Default 256.
+        /// `delivery.concurrency.perProvider`. Default 1024 (HTTP/2 carries many at once per
+        /// connection; see docs/decisions.md, issue 23).
         public var perProvider: Int
-        /// `delivery.concurrency.perApp`. Default 64.
+        /// `delivery.concurrency.perApp`. Default 256.
         public var perApp: Int
         /// `delivery.caFile`: extra trusted CA certificates (PEM). Default none.
         public var caFile: String?
