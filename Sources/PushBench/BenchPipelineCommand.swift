@@ -141,7 +141,7 @@ struct BenchPipeline: AsyncParsableCommand {
         }
         let end = FakeProviders.wallMicros()
         let cpu = Self.cpuMicroseconds(of: service.processIdentifier) - cpuBefore
-        let retried = try Self.metric(port, #"pushdispatch_delivery_retries_total{provider="fcm"}"#)
+        let retried = try Self.metric(port, #"pushdispatch_retries_total{provider="fcm"}"#)
         let refusals = acks.refusals
         print(
             String(
