@@ -226,6 +226,10 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 settlements.append(decision.settlement)
             }
         }
+        // Until stored: a claim given up would hold its notification (and the subscription's
+        // queue behind it) until its lease lapses, minutes away. The store being away, nothing
+        // else can be claimed meanwhile either. Only stopping gives up: the claims are then
+        // released at the next start (or by the instances that see this one gone).
         var attempt = 0
         while true {
             do {
@@ -245,12 +249,15 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 break
             } catch {
                 attempt += 1
-                logger.error("delivery results cannot be stored; retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
-                if attempt >= 5 || stopping {
+                if attempt == 1 || attempt % 20 == 0 {
+                    logger.error("delivery results cannot be stored; retrying", metadata: ["error": "\(error)", "attempt": "\(attempt)"])
+                }
+                if stopping {
                     // The claims lapse; the notifications will be sent again (duplicates only).
+                    logger.warning("stopping: delivery results not stored; their notifications will be sent again", metadata: ["count": "\(settlements.count)"])
                     break
                 }
-                try? await clock.sleep(for: .milliseconds(100 << attempt))
+                try? await clock.sleep(for: .milliseconds(min(2_000, 100 << min(attempt, 5))))
             }
         }
         state.withLock { $0.machine.settled(decisions.count) }

@@ -83,12 +83,12 @@ final class DeliveryHarness: @unchecked Sendable {
         makeDispatcher(configuration: configuration)
     }
 
-    func makeDispatcher(configuration: Dispatcher.Configuration = .init(pauseProbe: 30_000)) {
+    func makeDispatcher(configuration: Dispatcher.Configuration = .init(pauseProbe: 30_000), store: (any DeliveryStore)? = nil) {
         var logger = Logger(label: "delivery-test")
         logger.logLevel = .critical
         let random = random
         dispatcher = Dispatcher(
-            store: store, senders: directory, configuration: configuration, notices: RevokeNotices(), index: Unfollowed(), clock: clock,
+            store: store ?? self.store, senders: directory, configuration: configuration, notices: RevokeNotices(), index: Unfollowed(), clock: clock,
             random: { random.value.withLock { $0 } }, counters: counters, logger: logger)
     }
 
@@ -154,6 +154,34 @@ final class DeliveryHarness: @unchecked Sendable {
     func sends(_ provider: String) -> [FakeProviders.Received] { fakes.received(provider: provider) }
 
     func outbox() async throws -> [StoredNotification] { try await store.notifications(limit: 1000) }
+}
+
+/// The real SQLite store whose settlements fail while `failing` is set (the database away):
+/// every other operation goes through.
+final class SettlementsFailing: DeliveryStore {
+    let store: SQLiteStore
+    let failing = Mutex(true)
+    let attempts = Mutex(0)
+
+    init(_ store: SQLiteStore) { self.store = store }
+
+    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification] {
+        try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
+    }
+
+    func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
+        attempts.withLock { $0 += 1 }
+        if failing.withLock({ $0 }) { throw StoreError.unavailable("the test's database is away") }
+        return try await store.settle(settlements, claimant: claimant, now: now)
+    }
+
+    func nextDue(excluding: Set<SenderKey>) async throws -> Int64? { try await store.nextDue(excluding: excluding) }
+
+    func releaseClaims(claimant: String?) async throws -> Int { try await store.releaseClaims(claimant: claimant) }
+
+    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
+        try await store.discardWaiting(for: sender, createdBefore: createdBefore, now: now)
+    }
 }
 
 final class RandomValue: Sendable {
@@ -488,6 +516,31 @@ struct DispatcherTests {
         try await h.advance(by: 1)
         try await h.eventually("delivered after the restart") { try await h.outbox().isEmpty }
         #expect(h.sends("fcm").map { $0.at - h.base } == [0, 1_000, 3_000])
+    }
+
+    @Test("a settlement the store cannot take is retried until it can: the claim is never left to its lease")
+    func settlementRetriedUntilStored() async throws {
+        let h = try await DeliveryHarness()
+        defer { Task { await h.close() } }
+        let store = SettlementsFailing(h.store)
+        h.makeDispatcher(store: store)
+        let first = try await h.subscribe(token: "t1")
+        h.start()
+        try await h.queue(first)
+        try await h.eventually("sent") { h.sends("fcm").count == 1 }
+        // The database stays away through many attempts (the dispatcher used to give up after
+        // five, ~3 s, and leave the notification claimed for its 300 s lease).
+        while store.attempts.withLock({ $0 }) < 12 { try await h.advance(by: 2_000) }
+        store.failing.withLock { $0 = false }
+        // The database is back: the next attempt (if the one under way failed) settles it.
+        try await h.eventually("settled") {
+            if h.clock.sleeperCount > 0 { h.clock.advance(by: .milliseconds(2_000)) }
+            return try await h.outbox().isEmpty
+        }
+        // The subscription's next notification goes at once, not after a lease.
+        try await h.queue(first, payload: #"{"s":"OK","t":"value","n":2}"#, seq: 2)
+        try await h.eventually("the next one sent") { h.sends("fcm").count == 2 }
+        #expect(h.sends("fcm").count == 2, "nothing sent twice")
     }
 
     @Test("webhooks: the §8 body with a stable id, signed; a 410 revokes and still sends the revoke")
