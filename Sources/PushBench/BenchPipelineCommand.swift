@@ -27,7 +27,7 @@ struct BenchPipeline: AsyncParsableCommand {
     @Option(help: "Records per second (open loop).") var rate = 5_000
     @Option(help: "Seconds at that rate.") var seconds = 30.0
     @Option(help: "Instead of a rate: this many records at once, delivered to nginx.") var burst: Int?
-    @Option(help: "Devices (one subscription each); each record goes to the next one.") var devices = 20_000
+    @Option(help: "Devices (one subscription each); each record goes to the next one. At least the number of records (the default).") var devices: Int?
     @Option(help: "The folder of run_peer_tls.sh.") var peer: String?
     @Flag(help: "Delivery off (delivery.enabled: false): what ingestion alone costs at that rate.") var ingestOnly = false
     @Flag(help: "Also print, second by second, the median and the largest time from acknowledgement to answer.") var timeline = false
@@ -36,7 +36,15 @@ struct BenchPipeline: AsyncParsableCommand {
         let folder = try temporaryFolder("pipeline")
         defer { try? FileManager.default.removeItem(atPath: folder) }
         let count = burst ?? Int(Double(rate) * seconds)
-        guard count > 0, devices > 0 else { throw ValidationError("nothing to send") }
+        guard count > 0 else { throw ValidationError("nothing to send: --rate and --seconds (or --burst) must make at least one record") }
+        let devices = self.devices ?? count
+        // Two records for one device while its first notification waits: the newer value
+        // replaces the older one (SPEC §8), fewer deliveries than records, and the run would wait
+        // for answers that never come.
+        guard devices >= count else {
+            throw ValidationError(
+                "--devices \(devices) is below the \(count) records: a device's waiting value notification is replaced by a newer one, so some records would never be delivered; each record needs a device of its own")
+        }
         let store = try await IngestBenchmark.prepare(folder: folder, subscriptions: devices, v2: false)
         store.close()
 

@@ -204,20 +204,33 @@ public struct DispatchStateMachine: Sendable {
     }
 
     /// The waiting notifications that have a free provider and application slot now.
+    ///
+    /// Called on every wake-up with up to ``Configuration/maximumInFlight`` sends waiting: the
+    /// ones that stay are not copied (they stay in place, in order), and a provider found full
+    /// is not looked up again for the rest of the pass.
     public mutating func startable() -> [Send] {
+        guard !waiting.isEmpty else { return [] }
         var ready: [Send] = []
-        var kept: [Send] = []
-        for send in waiting {
-            let app = send.notification.entry.app
-            if byProvider[send.provider, default: 0] < configuration.perProvider, byApp[app, default: 0] < configuration.perApp {
-                byProvider[send.provider, default: 0] += 1
-                byApp[app, default: 0] += 1
-                ready.append(send)
-            } else {
-                kept.append(send)
+        var byProvider = self.byProvider
+        var byApp = self.byApp
+        var fullProviders: [String] = []
+        let perProvider = configuration.perProvider
+        let perApp = configuration.perApp
+        waiting.removeAll { send in
+            if fullProviders.contains(send.provider) { return false }
+            guard byProvider[send.provider, default: 0] < perProvider else {
+                fullProviders.append(send.provider)
+                return false
             }
+            let app = send.notification.entry.app
+            guard byApp[app, default: 0] < perApp else { return false }
+            byProvider[send.provider, default: 0] += 1
+            byApp[app, default: 0] += 1
+            ready.append(send)
+            return true
         }
-        waiting = kept
+        self.byProvider = byProvider
+        self.byApp = byApp
         return ready
     }
 
