@@ -167,4 +167,47 @@ struct PostgresRestartTests {
             """)
         #expect(await service.stop(within: 30) == 0, "\(service.log.withLock { $0 }.suffix(3000))")
     }
+
+    @Test("SIGTERM while PostgreSQL is down and a write is held up: the stop gives up at instance.shutdownTimeout, says so, exits non-zero")
+    func stopWhileStoreAway() async throws {
+        let server = try await onThread { try PostgresTestServer.startOwn() }
+        defer { server.destroy() }
+        let database = try server.createDatabase()
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-pg-stop-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let config = folder.appendingPathComponent("pushdispatch.yaml").path
+        try Data(
+            """
+            store: {postgres: "\(database)"}
+            ingest: {socket: ./in.sock, deadLetter: ./dead.ndjson}
+            http: {port: 0}
+            delivery: {enabled: false}
+            instance: {shutdownTimeout: 3s}
+            apps: {toto: {auth: {hs256Secret: "\(ServiceEndToEndTests.secret)"}}}
+            """.utf8
+        ).write(to: URL(fileURLWithPath: config))
+        let service = try RunningService(config: config)
+        let pid = service.process.processIdentifier
+        defer { if service.process.isRunning { kill(pid, SIGKILL) } }
+        let port = try await service.port()
+        try await waitFor("ready") { httpStatus("http://127.0.0.1:\(port)/readyz", timeout: 5) == 200 }
+
+        // The store goes away; a record comes in and its write is held up (no answer).
+        try await onThread { try server.stop() }
+        let socket = try SocketClient(path: folder.appendingPathComponent("in.sock").path)
+        socket.send(Self.record(1) + "\n")
+        #expect(try await onThread { socket.answers(1, timeout: 2) }.isEmpty, "answered while the store is away")
+
+        // SIGTERM: the stop waits for the write up to the deadline, then gives up.
+        let stopping = Date()
+        let status = await service.stop(within: 30)
+        let took = Date().timeIntervalSince(stopping)
+        let log = service.log.withLock { $0 }
+        #expect(status != nil, "still running 30 s after SIGTERM: \(log.suffix(1500))")
+        #expect(status != 0, "a stop that gave up must not look clean")
+        #expect(took >= 2.5 && took < 20, "stopped after \(took) s")
+        #expect(log.contains("instance.shutdownTimeout"), "\(log.suffix(1500))")
+        // Nothing was acknowledged for the record held up.
+        #expect(try await onThread { socket.answers(1, timeout: 0.5) }.allSatisfy { !$0.contains(#""ok":true"#) })
+    }
 }

@@ -42,6 +42,7 @@ struct ConfigurationTests {
         #expect(toto.subscriptions.lifetimes == .init(defaultLifetime: 7 * 86_400, maxLifetime: 30 * 86_400))
         #expect(toto.subscriptions.maxWeight == 1 << 20)
         #expect(configuration.ingest.deadLetterMaxSize == 256 << 20)
+        #expect(configuration.shutdownTimeout == .seconds(60))
     }
 
     @Test("an empty configuration takes every default")
@@ -54,6 +55,7 @@ struct ConfigurationTests {
         #expect(configuration.delivery.timeout == .seconds(10) && configuration.delivery.perProvider == 1_024 && configuration.delivery.perApp == 256)
         #expect(configuration.delivery.connectionsPerHost == 4)
         #expect(configuration.expiry.interval == .seconds(15))
+        #expect(configuration.shutdownTimeout == .seconds(60))
         #expect(configuration.apps.isEmpty)
         #expect(configuration.ingest.socketLimits == SocketLimits())
         #expect(SocketLimits().mode == 0o660 && SocketLimits().maxConnections == 64 && SocketLimits().maxBufferedBytes == 8 << 20)
@@ -277,6 +279,7 @@ struct ConfigurationTests {
         ("delivery: {timeout: 10}", "delivery.timeout: expected a duration such as 500ms, 10s, 5m, 2h or 7d, got 10"),
         ("delivery: {timeout: 10 s}", "delivery.timeout: expected a duration"),
         ("delivery: {timeout: 0s}", "delivery.timeout: 0s is out of range; expected 100ms to 10m"),
+        ("instance: {shutdownTimeout: 500ms}", "instance.shutdownTimeout: 500ms is out of range; expected 1s to 1h"),
         ("delivery: {retry: {jitter: 2}}", "delivery.retry.jitter: 2.0 is out of range; expected 0.0 to 1.0"),
         ("delivery: {retry: {initial: 30m, window: 10m}}", "delivery.retry.initial: longer than delivery.retry.window"),
         ("delivery: {concurrency: {perApp: 0}}", "delivery.concurrency.perApp: 0 is out of range; expected 1 to 65536"),

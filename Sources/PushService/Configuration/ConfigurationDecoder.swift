@@ -130,6 +130,12 @@ struct ConfigurationDecoder {
                 configuration.instanceNamePinned = true
             }
         }
+        if let timeout = instanceSection.duration(
+            "shutdownTimeout", range: .seconds(1) ... .seconds(3600),
+            why: "1s to 1h: the longest a graceful stop may take before what is left is cancelled")
+        {
+            configuration.shutdownTimeout = timeout
+        }
         if let mode = instanceSection.string("mode") {
             switch (mode, store) {
             case ("single", _):

@@ -29,7 +29,7 @@ indirect enum ConfigurationSchema: Sendable {
             "connectionsPerHost": .leaf(.integer),
         ]),
         "expiry": .object(["interval": .leaf(.duration)]),
-        "instance": .object(["name": .leaf(.string), "mode": .leaf(.string)]),
+        "instance": .object(["name": .leaf(.string), "mode": .leaf(.string), "shutdownTimeout": .leaf(.duration)]),
         "apps": .names(.object([
             "auth": .object([
                 "hs256Secret": .leaf(.secret), "jwks": .leaf(.string), "issuer": .leaf(.string), "audience": .leaf(.string),

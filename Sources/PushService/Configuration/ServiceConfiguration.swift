@@ -114,6 +114,12 @@ public struct ServiceConfiguration: Sendable {
     /// `instance.mode`: `single` or `shared`. Default: `single` on SQLite, `shared` on
     /// PostgreSQL (several instances may join; `single` there refuses to share the database).
     public var instanceMode: InstanceMode
+    /// `instance.shutdownTimeout`: how long a graceful stop (SIGTERM, SIGINT) may take: the
+    /// sends in flight answered, what was taken in committed. Past it, what is left is
+    /// cancelled (a write held up by an unreachable store is given up: its records were not
+    /// acknowledged and are sent again by their clients) and `run` exits with a failure.
+    /// Default 60 s.
+    public var shutdownTimeout: Duration = .seconds(60)
     /// By application id.
     public var apps: [String: AppConfiguration]
     /// The folder relative paths were resolved against (the configuration file's).

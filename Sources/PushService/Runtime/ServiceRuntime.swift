@@ -8,6 +8,7 @@ import PushIngest
 import PushJOSE
 import PushStore
 import ServiceLifecycle
+import Synchronization
 
 /// The composition root: configuration → the deployment (``Deployments``) → the parts every
 /// deployment shares → one `ServiceGroup`, its services listed in the order they start.
@@ -122,11 +123,28 @@ public struct ServiceRuntime: Sendable {
             services += processing.intake
             services += sources
             services.append(server)
-            let group = ServiceGroup(
-                configuration: .init(
-                    services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger))
+            // Last: told first when a graceful stop begins, it dates it.
+            let watch = ShutdownWatch()
+            services.append(watch)
+            var groupConfiguration = ServiceGroupConfiguration(
+                services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
+            // Past the deadline the group cancels what is left: a write held up by a store that
+            // is away gives up (its records were not acknowledged), and the run fails below.
+            groupConfiguration.maximumGracefulShutdownDuration = configuration.shutdownTimeout
+            let group = ServiceGroup(configuration: groupConfiguration)
             stopper?.attach(group)
-            try await group.run()
+            var failure: (any Error)?
+            do {
+                try await group.run()
+            } catch {
+                failure = error
+            }
+            if let began = watch.began, began.duration(to: .now) >= configuration.shutdownTimeout {
+                let error = ShutdownTimedOut(timeout: configuration.shutdownTimeout, cause: failure.map { "\($0)" })
+                logger.error("\(error)")
+                throw error
+            }
+            if let failure { throw failure }
         }
         do {
             try await serve()
@@ -178,5 +196,30 @@ public struct ServiceRuntime: Sendable {
             if let key = applications[id]?.signingKey, key.publicJSON != nil { keys.append(key) }
         }
         return ServiceKey.publicJWKSet(keys)
+    }
+}
+
+/// Dates the start of a graceful stop: the last service of the group, so the first told.
+final class ShutdownWatch: Service, Sendable {
+    private let state = Mutex<ContinuousClock.Instant?>(nil)
+
+    var began: ContinuousClock.Instant? { state.withLock { $0 } }
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        if !Task.isCancelled { state.withLock { $0 = .now } }
+    }
+}
+
+/// A graceful stop that did not end within `instance.shutdownTimeout`: what was left was
+/// cancelled. `run` fails with it, so that a supervisor sees the stop was not clean.
+public struct ShutdownTimedOut: Error, CustomStringConvertible {
+    public var timeout: Duration
+    public var cause: String?
+
+    public var description: String {
+        "the graceful stop took longer than instance.shutdownTimeout (\(timeout)): what was left was cancelled; "
+            + "records not acknowledged are sent again by their clients, deliveries in flight are retried at the next start"
+            + (cause.map { " (\($0.prefix(300)))" } ?? "")
     }
 }
