@@ -26,11 +26,14 @@ final class RunningService: Sendable {
     /// The port from the log's `listening … port=N` line.
     func port() async throws -> Int {
         for _ in 0..<300 {
+            // Whole lines only: the log arrives in chunks, and a chunk may end inside the line
+            // (after "port=", or between two digits).
             let text = log.withLock { $0 }
-            if let line = text.split(separator: "\n").first(where: { $0.contains("listening") && $0.contains("port=") }),
-                let range = line.range(of: "port=")
+            let lines = text.split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+            if let line = lines.first(where: { $0.contains("listening") && $0.contains("port=") }),
+                let range = line.range(of: "port="), let port = Int(line[range.upperBound...].prefix { $0.isNumber })
             {
-                return Int(line[range.upperBound...].prefix { $0.isNumber })!
+                return port
             }
             if !process.isRunning { throw ServiceError(message: "the service stopped: \(text)") }
             try await Task.sleep(for: .milliseconds(100))
@@ -97,7 +100,13 @@ struct RunCommandTests {
         let text = String(decoding: data, as: UTF8.self)
         let parts = text.components(separatedBy: "\r\n\r\n")
         let head = parts[0].components(separatedBy: "\r\n")
-        let status = Int(head[0].split(separator: " ")[1])!
+        // No answer (refused, timed out, a service that died): an error, never a trap that
+        // takes every other test down with this process.
+        let statusLine = head[0].split(separator: " ")
+        guard statusLine.count >= 2, let status = Int(statusLine[1]) else {
+            throw RunningService.ServiceError(
+                message: "curl \(arguments.filter { $0.hasPrefix("http") }.joined(separator: " ")) got no HTTP answer (status \(process.terminationStatus)): \(text.prefix(200))")
+        }
         var headers: [String: String] = [:]
         for line in head.dropFirst() {
             if let colon = line.firstIndex(of: ":") {
