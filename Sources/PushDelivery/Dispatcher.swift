@@ -40,6 +40,12 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         var machine: DispatchStateMachine
         var wake = false
         var waiter: CheckedContinuation<Void, Never>?
+        /// The notifications this dispatcher claimed and has not settled.
+        var held: Set<Int64> = []
+        /// A claim failed: it may have committed with its answer lost (the connection cut after
+        /// the commit), holding notifications nobody here knows of until their lease lapses.
+        /// The claims this dispatcher does not hold are released before the next claim.
+        var reconcile = false
     }
 
     let store: any DeliveryStore
@@ -113,7 +119,10 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             let unsent = self.state.withLock { $0.machine.unsent() }
             if !unsent.isEmpty {
                 _ = try? await self.store.settle(unsent.map { .release(id: $0.id) }, claimant: self.configuration.claimant, now: self.clock.now)
-                self.state.withLock { $0.machine.settled(unsent.count) }
+                self.state.withLock {
+                    $0.machine.settled(unsent.count)
+                    $0.held.subtract(unsent.map(\.id))
+                }
             }
         }
     }
@@ -125,6 +134,15 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         var lastStaleSweep = Int64.min
         while !stopping {
             await settleAnswers()
+            if state.withLock({ $0.reconcile }) {
+                let held = state.withLock { $0.held }
+                if let released = try? await store.releaseClaims(claimant: configuration.claimant, keeping: held) {
+                    state.withLock { $0.reconcile = false }
+                    if released > 0 {
+                        logger.warning("claims whose answer was lost released: their notifications go out now", metadata: ["count": "\(released)"])
+                    }
+                }
+            }
             if clock.now.saturatingSubtracting(lastStaleSweep) >= 1_000 {
                 lastStaleSweep = clock.now
                 await discardStale(now: lastStaleSweep)
@@ -141,10 +159,12 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                     claimed = try await store.claim(
                         now: now, limit: most, claimant: configuration.claimant, leaseUntil: now.saturatingAdding(configuration.lease), excluding: excluding)
                     // Only when nothing more is due now: the next due time, to sleep until.
+                    state.withLock { $0.held.formUnion(claimed.map(\.id)) }
                     if claimed.count < most { nextDue = try await store.nextDue(excluding: excluding) }
                     failures = 0
                 } catch {
                     if Task.isCancelled { break }  // stopping: the query was cut short, nothing failed
+                    state.withLock { $0.reconcile = true }
                     failures += 1
                     logger.error("the outbox cannot be read", metadata: ["error": "\(error)"])
                     await waitForWake(until: now.saturatingAdding(Int64(min(30_000, 100 << min(failures, 8)))))
@@ -260,7 +280,10 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 try? await clock.sleep(for: .milliseconds(min(2_000, 100 << min(attempt, 5))))
             }
         }
-        state.withLock { $0.machine.settled(decisions.count) }
+        state.withLock {
+            $0.machine.settled(decisions.count)
+            $0.held.subtract(decisions.map(\.notification.id))
+        }
     }
 
     /// A paused sender's notifications are kept for the retry window counted from their

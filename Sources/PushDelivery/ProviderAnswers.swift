@@ -186,6 +186,73 @@ public enum AnswerClassifier {
         }
     }
 
+    // MARK: - APNs
+
+    /// An APNs provider API answer (`reference/apns-webpush.md` §1.4): the `reason` of the body
+    /// `{"reason": …}` first, then the status. Dead tokens revoke without a notice; our expired
+    /// provider token is renewed once and the send repeated; other credential refusals pause the
+    /// application's APNs sender; a refusal of what we sent (413, the other 400s) is a defect,
+    /// never a revocation.
+    public static func apns(_ answer: ProviderAnswer, now: Int64) -> DeliveryOutcome {
+        if (200..<300).contains(answer.status) { return .delivered(reference: nil) }
+        let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
+        let reason = (try? JSONParser.parse(answer.body))?["reason"]?.stringValue
+        let summary = describe(http: answer.status, code: reason, message: "")
+        switch (answer.status, reason) {
+        case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
+            return .revokeDeadToken(reason: summary)
+        case (400, "TopicDisallowed"):
+            return .pause(reason: summary + " (apns.topic is not allowed for this key)")
+        case (400, "IdleTimeout"):
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case (403, "ExpiredProviderToken"):
+            return .refreshCredentials(reason: summary)
+        case (403, "UnrelatedKeyIdInToken"):
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case (403, _), (401, _):
+            return .pause(reason: summary + " (the provider token or key is refused)")
+        case (404, _), (405, _):
+            // The path is ours and fixed: the endpoint is not APNs's.
+            return .pause(reason: summary + " (apns.endpoint does not answer as APNs)")
+        case (429, "TooManyProviderTokenUpdates"):
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
+        case (429, _):
+            // TooManyRequests: this device token, not the application.
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case (408, _), (500...599, _):
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        case (400...499, _):
+            // 413 PayloadTooLarge and the other refusals of the request we built.
+            return .failed(reason: summary)
+        default:
+            return .pause(reason: summary + " (not an APNs answer)")
+        }
+    }
+
+    // MARK: - Web Push
+
+    /// A push service's answer (RFC 8030; `reference/apns-webpush.md` §2.4). 201 delivered;
+    /// 404/410 the subscription is gone; 413 a defect (the body is ours); 429 slows the
+    /// application's Web Push sending down, honouring `Retry-After`; 401/403 our VAPID
+    /// credentials refused (paused); 5xx and anything else retried within the window.
+    public static func webPush(_ answer: ProviderAnswer, now: Int64) -> DeliveryOutcome {
+        if (200..<300).contains(answer.status) { return .delivered(reference: nil) }
+        let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
+        let summary = "HTTP \(answer.status)"
+        switch answer.status {
+        case 404, 410:
+            return .revokeDeadToken(reason: summary)
+        case 400, 413:
+            return .failed(reason: summary + (answer.status == 413 ? " (the push service refuses the body's size)" : " (the push service refuses the request)"))
+        case 401, 403:
+            return .pause(reason: summary + " (the push service refuses our VAPID credentials)")
+        case 429:
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
+        default:
+            return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
+        }
+    }
+
     // MARK: - OAuth
 
     /// An access token and how long it lives.

@@ -164,6 +164,17 @@ extension PostgresStore: DeliveryStore {
     }
 
     @discardableResult
+    public func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int {
+        var released = 0
+        let kept = Array(keeping)
+        try await run { session in
+            released = try await session.query(
+                "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by = \(claimant) AND NOT (id = ANY(\(kept))) RETURNING id"
+            ).collect().count
+        }
+        return released
+    }
+
     public func releaseClaims(claimant: String?) async throws -> Int {
         var released = 0
         try await run { session in

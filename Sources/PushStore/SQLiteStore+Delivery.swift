@@ -175,6 +175,17 @@ extension SQLiteStore: DeliveryStore {
     }
 
     @discardableResult
+    public func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int {
+        try await write { db in
+            let held = try Int64.fetchAll(db, sql: "SELECT id FROM notification WHERE claimed_by = ?", arguments: [claimant])
+            let released = held.filter { !keeping.contains($0) }
+            for id in released {
+                try db.execute(sql: "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?", arguments: [id, claimant])
+            }
+            return released.count
+        }
+    }
+
     public func releaseClaims(claimant: String?) async throws -> Int {
         try await write { db in
             if let claimant {

@@ -113,6 +113,49 @@ struct ClassifierTests {
         #expect(Self.classOf(AnswerClassifier.webhook(ProviderAnswer(status: status, body: []), now: Self.now)) == expected)
     }
 
+    @Test(
+        "APNs answers: every reason of reference/apns-webpush.md §1.4",
+        arguments: [
+            (200, nil, Class.delivered),
+            (410, "Unregistered", .revokeDead), (410, "ExpiredToken", .revokeDead),
+            (400, "BadDeviceToken", .revokeDead), (400, "DeviceTokenNotForTopic", .revokeDead),
+            (400, "TopicDisallowed", .pause), (400, "IdleTimeout", .retry),
+            (400, "BadCollapseId", .failed), (400, "BadExpirationDate", .failed), (400, "BadMessageId", .failed), (400, "BadPriority", .failed),
+            (400, "BadTopic", .failed), (400, "DuplicateHeaders", .failed), (400, "InvalidPushType", .failed),
+            (400, "MissingDeviceToken", .failed), (400, "MissingTopic", .failed), (400, "PayloadEmpty", .failed),
+            (403, "ExpiredProviderToken", .refresh), (403, "UnrelatedKeyIdInToken", .retry),
+            (403, "InvalidProviderToken", .pause), (403, "MissingProviderToken", .pause), (403, "Forbidden", .pause),
+            (403, "BadCertificate", .pause), (403, "BadCertificateEnvironment", .pause), (403, "BadEnvironmentKeyIdInToken", .pause),
+            (404, "BadPath", .pause), (405, "MethodNotAllowed", .pause),
+            (413, "PayloadTooLarge", .failed),
+            (429, "TooManyRequests", .retry), (429, "TooManyProviderTokenUpdates", .slowDown),
+            (500, "InternalServerError", .retry), (503, "ServiceUnavailable", .retry), (503, "Shutdown", .retry),
+            (400, nil, .failed), (302, nil, .pause),
+        ] as [(Int, String?, Class)])
+    func apns(status: Int, reason: String?, expected: Class) {
+        let body = reason.map { #"{"reason":"\#($0)"\#($0 == "Unregistered" ? #","timestamp":1700000000000"# : "")}"# } ?? ""
+        let outcome = AnswerClassifier.apns(ProviderAnswer(status: status, body: Array(body.utf8)), now: Self.now)
+        #expect(Self.classOf(outcome) == expected, "\(status) \(reason ?? "-"): \(outcome)")
+        if let reason { #expect(outcome.reason.contains(reason) || expected == .delivered) }
+    }
+
+    @Test(
+        "Web Push answers",
+        arguments: [
+            (201, Class.delivered), (200, .delivered), (404, .revokeDead), (410, .revokeDead), (413, .failed), (400, .failed),
+            (401, .pause), (403, .pause), (429, .slowDown), (500, .retry), (503, .retry), (302, .retry),
+        ])
+    func webPush(status: Int, expected: Class) {
+        #expect(Self.classOf(AnswerClassifier.webPush(ProviderAnswer(status: status, body: []), now: Self.now)) == expected)
+    }
+
+    @Test("APNs and Web Push: Retry-After of a 429 is honoured")
+    func retryAfterNewKinds() {
+        let answer = ProviderAnswer(status: 429, retryAfter: "30", body: Array(#"{"reason":"TooManyRequests"}"#.utf8))
+        #expect(AnswerClassifier.apns(answer, now: Self.now) == .retry(reason: "HTTP 429 TooManyRequests", retryAfter: Self.now + 30_000, slowDown: false))
+        #expect(AnswerClassifier.webPush(answer, now: Self.now) == .retry(reason: "HTTP 429", retryAfter: Self.now + 30_000, slowDown: true))
+    }
+
     @Test("OAuth answers: tokens, credentials refused, endpoint unavailable")
     func oauth() throws {
         let google = try AnswerClassifier.oauth(answer("google-token"), now: Self.now).get()

@@ -179,6 +179,41 @@ final class SettlementsFailing: DeliveryStore {
 
     func releaseClaims(claimant: String?) async throws -> Int { try await store.releaseClaims(claimant: claimant) }
 
+    func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int { try await store.releaseClaims(claimant: claimant, keeping: keeping) }
+
+    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
+        try await store.discardWaiting(for: sender, createdBefore: createdBefore, now: now)
+    }
+}
+
+/// The real SQLite store whose first claim commits and then fails, as a claim whose answer
+/// the connection lost after the commit.
+final class FirstClaimAnswerLost: DeliveryStore {
+    let store: SQLiteStore
+    let claims = Mutex(0)
+
+    init(_ store: SQLiteStore) { self.store = store }
+
+    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification] {
+        let claimed = try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
+        let first = claims.withLock { count in
+            count += 1
+            return count == 1
+        }
+        if first && !claimed.isEmpty { throw StoreError.unavailable("the connection closed before the query was answered") }
+        return claimed
+    }
+
+    func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
+        try await store.settle(settlements, claimant: claimant, now: now)
+    }
+
+    func nextDue(excluding: Set<SenderKey>) async throws -> Int64? { try await store.nextDue(excluding: excluding) }
+
+    func releaseClaims(claimant: String?) async throws -> Int { try await store.releaseClaims(claimant: claimant) }
+
+    func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int { try await store.releaseClaims(claimant: claimant, keeping: keeping) }
+
     func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
         try await store.discardWaiting(for: sender, createdBefore: createdBefore, now: now)
     }
@@ -541,6 +576,30 @@ struct DispatcherTests {
         try await h.queue(first, payload: #"{"s":"OK","t":"value","n":2}"#, seq: 2)
         try await h.eventually("the next one sent") { h.sends("fcm").count == 2 }
         #expect(h.sends("fcm").count == 2, "nothing sent twice")
+    }
+
+    @Test("a claim that committed but whose answer was lost is released and sent, not left to its lease")
+    func claimAnswerLost() async throws {
+        let h = try await DeliveryHarness()
+        defer { Task { await h.close() } }
+        let store = FirstClaimAnswerLost(h.store)
+        h.makeDispatcher(store: store)
+        let first = try await h.subscribe(token: "t1")
+        try await h.queue(first)
+        h.start()
+        // The failed claim waits (on the service clock) before the next attempt.
+        try await h.eventually("the lost claim") { store.claims.withLock { $0 } >= 1 }
+        // At most 10 s of the service's clock (the lease is 300 s): the claim is released, not lapsed.
+        var advanced: Int64 = 0
+        try await h.eventually("sent after the failed claim, within 10 s of the service's clock", timeout: 20) {
+            if h.clock.sleeperCount > 0 && advanced < 10_000 {
+                h.clock.advance(by: .milliseconds(500))
+                advanced += 500
+            }
+            return h.sends("fcm").count == 1
+        }
+        try await h.eventually("settled") { try await h.outbox().isEmpty }
+        #expect(h.sends("fcm").count == 1)
     }
 
     @Test("webhooks: the §8 body with a stable id, signed; a 410 revokes and still sends the revoke")

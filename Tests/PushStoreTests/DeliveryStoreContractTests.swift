@@ -97,7 +97,12 @@ struct DeliveryStoreContractTests {
         let late = try await store.settle([.delivered(id: second[0].id)], claimant: "x", now: 102)
         #expect(late.lost == 1)
         #expect(try await store.notifications(limit: 10).count == 2)
-        #expect(try await store.releaseClaims(claimant: "y") == 2)
+        // Released but those kept (the ones the claimant knows it holds); others' claims stay.
+        #expect(try await store.releaseClaims(claimant: "y", keeping: [taken[0].id]) == 1)
+        #expect(try await store.releaseClaims(claimant: "x", keeping: []) == 0)
+        #expect(try await store.claim(now: 102, limit: 10, claimant: "w", leaseUntil: 300, excluding: []).map(\.id) == [taken[1].id])
+        #expect(try await store.releaseClaims(claimant: "y") == 1)
+        #expect(try await store.releaseClaims(claimant: "w") == 1)
         #expect(try await store.claim(now: 102, limit: 1, claimant: "z", leaseUntil: 300, excluding: []).count == 1)
     }
 

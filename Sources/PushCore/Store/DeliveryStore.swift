@@ -87,6 +87,12 @@ public protocol DeliveryStore: Sendable {
     @discardableResult
     func releaseClaims(claimant: String?) async throws -> Int
 
+    /// Gives up this claimant's claims but those in `keeping` (the ones it knows it holds): after
+    /// a claim whose answer was lost (the connection cut after the commit), the notifications it
+    /// took would otherwise wait for their lease. How many were released.
+    @discardableResult
+    func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int
+
     /// Deletes the notifications of `sender` created before `createdBefore` that nobody holds a
     /// live claim on at `now` (a paused sender's, past the retry window): how many.
     func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int
