@@ -160,8 +160,17 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                         now: now, limit: most, claimant: configuration.claimant, leaseUntil: now.saturatingAdding(configuration.lease), excluding: excluding)
                     // Only when nothing more is due now: the next due time, to sleep until.
                     state.withLock { $0.held.formUnion(claimed.map(\.id)) }
-                    if claimed.count < most { nextDue = try await store.nextDue(excluding: excluding) }
                     failures = 0
+                    if claimed.count < most {
+                        // What was claimed is sent even when this read fails (it would otherwise
+                        // wait for its lease): look again in a second.
+                        do {
+                            nextDue = try await store.nextDue(excluding: excluding)
+                        } catch {
+                            if !Task.isCancelled { logger.error("the outbox cannot be read", metadata: ["error": "\(error)"]) }
+                            nextDue = now.saturatingAdding(1_000)
+                        }
+                    }
                 } catch {
                     if Task.isCancelled { break }  // stopping: the query was cut short, nothing failed
                     state.withLock { $0.reconcile = true }

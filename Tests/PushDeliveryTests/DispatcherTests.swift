@@ -191,8 +191,12 @@ final class SettlementsFailing: DeliveryStore {
 final class FirstClaimAnswerLost: DeliveryStore {
     let store: SQLiteStore
     let claims = Mutex(0)
+    let loseFirstClaim: Bool
 
-    init(_ store: SQLiteStore) { self.store = store }
+    init(_ store: SQLiteStore, loseFirstClaim: Bool = true) {
+        self.store = store
+        self.loseFirstClaim = loseFirstClaim
+    }
 
     func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification] {
         let claimed = try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
@@ -200,7 +204,7 @@ final class FirstClaimAnswerLost: DeliveryStore {
             count += 1
             return count == 1
         }
-        if first && !claimed.isEmpty { throw StoreError.unavailable("the connection closed before the query was answered") }
+        if first && loseFirstClaim && !claimed.isEmpty { throw StoreError.unavailable("the connection closed before the query was answered") }
         return claimed
     }
 
@@ -208,7 +212,13 @@ final class FirstClaimAnswerLost: DeliveryStore {
         try await store.settle(settlements, claimant: claimant, now: now)
     }
 
-    func nextDue(excluding: Set<SenderKey>) async throws -> Int64? { try await store.nextDue(excluding: excluding) }
+    /// With `failNextDue`, the first read of the next due time after a claim fails.
+    let failNextDue = Mutex(false)
+
+    func nextDue(excluding: Set<SenderKey>) async throws -> Int64? {
+        if failNextDue.withLock({ fail in defer { fail = false }; return fail }) { throw StoreError.unavailable("the connection closed before the query was answered") }
+        return try await store.nextDue(excluding: excluding)
+    }
 
     func releaseClaims(claimant: String?) async throws -> Int { try await store.releaseClaims(claimant: claimant) }
 
@@ -600,6 +610,29 @@ struct DispatcherTests {
         }
         try await h.eventually("settled") { try await h.outbox().isEmpty }
         #expect(h.sends("fcm").count == 1)
+    }
+
+    @Test("what a claim took is sent even when the read after it fails")
+    func nextDueFails() async throws {
+        let h = try await DeliveryHarness()
+        defer { Task { await h.close() } }
+        let store = FirstClaimAnswerLost(h.store, loseFirstClaim: false)
+        store.failNextDue.withLock { $0 = true }
+        h.makeDispatcher(store: store)
+        let first = try await h.subscribe(token: "t1")
+        let second = try await h.subscribe(token: "t2")
+        try await h.queue(first)
+        try await h.queue(second, seq: 2)
+        h.start()
+        var advanced: Int64 = 0
+        try await h.eventually("both sent within 10 s of the service's clock", timeout: 20) {
+            if h.clock.sleeperCount > 0 && advanced < 10_000 {
+                h.clock.advance(by: .milliseconds(500))
+                advanced += 500
+            }
+            return h.sends("fcm").count == 2
+        }
+        #expect(!store.failNextDue.withLock { $0 }, "the read after the claim did fail")
     }
 
     @Test("webhooks: the §8 body with a stable id, signed; a 410 revokes and still sends the revoke")
