@@ -325,6 +325,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         case .mobile: "fcm"
         case .huawei: "hms"
         case .webhook: "webhook"
+        case .apns: "apns"
+        case .webpush: "webpush"
         }
     }
 

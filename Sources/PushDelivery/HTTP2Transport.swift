@@ -32,11 +32,16 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         public var connectTimeout: Duration = .seconds(10)
         /// PEM certificates to trust in addition to the system's.
         public var caFile: String?
+        /// Connect only to public addresses (``AddressClass/isPublic(_:)``): the host is
+        /// resolved first and the connection made to a public address it resolves to, else
+        /// refused. For URLs that come from outside (Web Push endpoints). Default false.
+        public var publicAddressesOnly: Bool = false
 
-        public init(connectionsPerOrigin: Int = 4, connectTimeout: Duration = .seconds(10), caFile: String? = nil) {
+        public init(connectionsPerOrigin: Int = 4, connectTimeout: Duration = .seconds(10), caFile: String? = nil, publicAddressesOnly: Bool = false) {
             self.connectionsPerOrigin = connectionsPerOrigin
             self.connectTimeout = connectTimeout
             self.caFile = caFile
+            self.publicAddressesOnly = publicAddressesOnly
         }
     }
 
@@ -81,6 +86,7 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         guard let target = target(request.url) else { throw TransportError("the URL \(request.url.prefix(200)) is not an absolute http(s) URL") }
         let origin = target.origin
         if !target.secure || http1Origins.withLock({ $0.contains(origin) }) {
+            try await checkPublic(target)
             return try await fallback.send(request, timeout: timeout)
         }
         guard !closed.load(ordering: .relaxed) else { throw TransportError("the transport is shut down") }
@@ -99,9 +105,23 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         } catch let error as HTTP2ConnectionError where error.kind == .notHTTP2 {
             http1Origins.withLock { _ = $0.insert(origin) }
             logger.notice("\(origin.host):\(origin.port) does not speak HTTP/2 (ALPN): its requests go over HTTP/1.1")
+            try await checkPublic(target)
             return try await fallback.send(request, timeout: timeout)
         } catch {
             throw TransportError(Self.describe(error), lostInTransit: Self.isLostInTransit(error))
+        }
+    }
+
+    /// With ``Configuration/publicAddressesOnly``, refuses a target that resolves to no public
+    /// address before it goes to the fallback. (The fallback resolves the name again: between
+    /// the two, a name could change its answer. Only origins without HTTP/2 take this path; the
+    /// HTTP/2 path connects to the address it checked.)
+    func checkPublic(_ target: RequestTarget) async throws(TransportError) {
+        guard configuration.publicAddressesOnly else { return }
+        do {
+            _ = try await PublicAddressResolver.resolve(host: target.host, port: target.port)
+        } catch {
+            throw TransportError("\(error)")
         }
     }
 
@@ -129,6 +149,7 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
     static func describe(_ error: any Error) -> String {
         switch error {
         case let error as HTTP2ConnectionError: return error.description
+        case let error as PublicAddressResolver.Refused: return error.description
         case let error as NIOHTTP2Errors.StreamClosed: return "HTTP/2: the stream was closed (\(error.errorCode))"
         case let error as NIOSSLError: return "TLS: \(error)"
         case let error as IOError: return "connection: \(error.description)"
@@ -261,17 +282,29 @@ final class HTTP2Connection: Sendable {
         let tls = transport.tls
         let serverName = target.hostIsAddress ? nil : target.host
         let timeout = TimeAmount.milliseconds(Int64(clamping: transport.configuration.connectTimeout.wholeMilliseconds))
-        let bootstrap = ClientBootstrap(group: transport.group)
-            .connectTimeout(timeout)
-            .channelOption(.socketOption(.tcp_nodelay), value: 1)
-            .channelInitializer { channel in
-                channel.eventLoop.makeCompletedFuture {
-                    let handshake = ALPNWaiter(promise: channel.eventLoop.makePromise(), timeout: timeout)
-                    try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName))
-                    try channel.pipeline.syncOperations.addHandler(handshake)
+        let group = transport.group
+        @Sendable func bootstrap() -> ClientBootstrap {
+            ClientBootstrap(group: group)
+                .connectTimeout(timeout)
+                .channelOption(.socketOption(.tcp_nodelay), value: 1)
+                .channelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        let handshake = ALPNWaiter(promise: channel.eventLoop.makePromise(), timeout: timeout)
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLClientHandler(context: tls, serverHostname: serverName))
+                        try channel.pipeline.syncOperations.addHandler(handshake)
+                    }
                 }
+        }
+        let connected: EventLoopFuture<any Channel>
+        if transport.configuration.publicAddressesOnly {
+            // Connected to the address that was checked, not to the name resolved again.
+            connected = PublicAddressResolver.resolve(host: target.host, port: target.port, eventLoop: group.next()).flatMap { address in
+                bootstrap().connect(to: address)
             }
-        return bootstrap.connect(host: target.host, port: target.port).flatMap { channel in
+        } else {
+            connected = bootstrap().connect(host: target.host, port: target.port)
+        }
+        return connected.flatMap { channel in
             channel.eventLoop.makeCompletedFuture { try channel.pipeline.syncOperations.handler(type: ALPNWaiter.self).promise.futureResult }
                 .flatMap { $0 }
                 .flatMapThrowing { negotiated -> Void in

@@ -33,6 +33,21 @@ public enum ProviderMessages {
         return writer.bytes
     }
 
+    /// An APNs background push body: `aps` with `content-available: 1` and nothing visible,
+    /// then the data map's members (the v1/v2 keys) beside it. 30 bytes more than the data map
+    /// (``PayloadLimit/apnsOverhead``).
+    public static func apns(data: [UInt8]) -> [UInt8] {
+        var writer = JSONWriter(capacity: data.count + PayloadLimit.apnsOverhead + 2)
+        writer.raw(#"{"aps":{"content-available":1}"#)
+        if data.count > 2 {
+            writer.raw(UInt8(ascii: ","))
+            data.withUnsafeBufferPointer { writer.raw(UnsafeBufferPointer(rebasing: $0[1...])) }
+        } else {
+            writer.raw(UInt8(ascii: "}"))
+        }
+        return writer.bytes
+    }
+
     /// The §8 webhook body: the stored body (everything but `id`) with `id` put first.
     public static func webhook(id: String, storedBody: [UInt8]) -> [UInt8] {
         var writer = JSONWriter(capacity: storedBody.count + id.utf8.count + 16)

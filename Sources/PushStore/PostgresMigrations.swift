@@ -7,7 +7,16 @@ import PostgresNIO
 /// (``SQLiteMigrations``): a bad row is refused whoever writes it.
 enum PostgresMigrations {
     /// Version → its statements (one statement each: the extended protocol runs one at a time).
-    static let migrations: [(version: Int32, statements: [String])] = [(1, version1), (2, version2), (3, version3)]
+    static let migrations: [(version: Int32, statements: [String])] = [(1, version1), (2, version2), (3, version3), (4, version4)]
+
+    /// Version 4 (issue 24): the kinds `apns` and `webpush`. The tallies need no new rows: a
+    /// kind's row is made by its first insert.
+    static let version4: [String] = [
+        "ALTER TABLE subscription DROP CONSTRAINT subscription_kind_check",
+        "ALTER TABLE subscription ADD CONSTRAINT subscription_kind_check CHECK (kind IN ('mobile', 'huawei', 'webhook', 'apns', 'webpush'))",
+        "ALTER TABLE notification DROP CONSTRAINT notification_kind_check",
+        "ALTER TABLE notification ADD CONSTRAINT notification_kind_check CHECK (kind IN ('mobile', 'huawei', 'webhook', 'apns', 'webpush'))",
+    ]
 
     /// Version 3: counts kept as rows change, so that `/metrics` and `/status` read a few rows
     /// instead of counting whole tables on every scrape. Each statement adds its change (one

@@ -20,6 +20,9 @@ enum SQLiteMigrations {
         migrator.registerMigration("v5 tallies: subscriptions by kind and notifications, kept by triggers") { db in
             try db.execute(sql: v5)
         }
+        migrator.registerMigration("v6 kinds apns and webpush") { db in
+            try v6(db)
+        }
         return migrator
     }
 
@@ -312,4 +315,85 @@ extension SQLiteStore {
     public func schemaVersion() async throws -> Int {
         try await read { db in try SQLiteMigrations.migrator.appliedIdentifiers(db).count }
     }
+}
+
+extension SQLiteMigrations {
+    /// Version 6 (issue 24): the kinds `apns` and `webpush`. SQLite cannot change a CHECK
+    /// constraint in place, so `subscription` and `notification` are rebuilt as its
+    /// documented procedure says (lang_altertable.html, "other kinds of table schema
+    /// changes"): a new table with the new constraint, the rows copied, the old table dropped,
+    /// the new one renamed, and its indexes and triggers created again from their stored SQL
+    /// (read before the drop, so they are exactly what the earlier versions made). The
+    /// AUTOINCREMENT counter is carried over, so that handles and notification ids are still
+    /// never reused. One transaction, as every migration.
+    static func v6(_ db: Database) throws {
+        let tables: [(name: String, definition: String, columns: String)] = [
+            ("subscription", v6Subscription, "handle, id, app, uid, kind, destination, path, context, mode, format, encryption, created_at, expires_at, auth"),
+            ("notification", v6Notification,
+             "id, app, subscription_handle, subscription_id, kind, target, destination, event, coalescable, payload, record_seq, created_at, next_attempt_at, first_attempt_at, attempts, claimed_until, claimed_by"),
+        ]
+        for table in tables {
+            let dependents = try String.fetchAll(
+                db, sql: "SELECT sql FROM sqlite_master WHERE tbl_name = ? AND type IN ('index', 'trigger') AND sql IS NOT NULL ORDER BY rowid",
+                arguments: [table.name])
+            let counter = try Int64.fetchOne(db, sql: "SELECT seq FROM sqlite_sequence WHERE name = ?", arguments: [table.name])
+            try db.execute(sql: table.definition)
+            try db.execute(sql: "INSERT INTO \(table.name)_v6 (\(table.columns)) SELECT \(table.columns) FROM \(table.name)")
+            try db.execute(sql: "DROP TABLE \(table.name)")
+            try db.execute(sql: "ALTER TABLE \(table.name)_v6 RENAME TO \(table.name)")
+            for statement in dependents { try db.execute(sql: statement) }
+            if let counter {
+                try db.execute(sql: "DELETE FROM sqlite_sequence WHERE name = ?", arguments: [table.name])
+                try db.execute(sql: "INSERT INTO sqlite_sequence (name, seq) VALUES (?, ?)", arguments: [table.name, counter])
+            }
+        }
+        try db.execute(sql: "INSERT INTO tally (name, value) VALUES ('subscription:apns', 0), ('subscription:webpush', 0)")
+    }
+
+    static let v6Subscription = """
+        CREATE TABLE subscription_v6 (
+            handle      INTEGER PRIMARY KEY AUTOINCREMENT,
+            id          TEXT    NOT NULL UNIQUE,
+            app         TEXT    NOT NULL CHECK (length(CAST(app AS BLOB)) BETWEEN 1 AND 128),
+            uid         TEXT    NOT NULL CHECK (uid <> ''),
+            kind        TEXT    NOT NULL CHECK (kind IN ('mobile', 'huawei', 'webhook', 'apns', 'webpush')),
+            destination TEXT    NOT NULL,
+            path        TEXT    NOT NULL CHECK (substr(path, 1, 1) = '/'
+                                                AND length(CAST(path AS BLOB)) <= 2048),
+            context     TEXT    NOT NULL,
+            mode        TEXT    NOT NULL CHECK (mode IN ('value', 'noData', 'childEvent')),
+            format      TEXT    NOT NULL CHECK (format IN ('v1', 'v2')),
+            encryption  TEXT    CHECK (encryption IS NULL OR json_valid(encryption)),
+            created_at  INTEGER NOT NULL,
+            expires_at  INTEGER NOT NULL CHECK (expires_at > 0),
+            auth        TEXT    CHECK (auth IS NULL OR (json_valid(auth) AND length(CAST(auth AS BLOB)) <= 4096)),
+            UNIQUE (app, uid, kind, destination, path, context),
+            CHECK ((kind = 'webhook') = (destination <> '')),
+            CHECK (kind = 'webhook' OR context <> '')
+        ) STRICT
+        """
+
+    static let v6Notification = """
+        CREATE TABLE notification_v6 (
+            id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+            app                 TEXT    NOT NULL,
+            subscription_handle INTEGER NOT NULL,
+            subscription_id     TEXT    NOT NULL,
+            kind                TEXT    NOT NULL CHECK (kind IN ('mobile', 'huawei', 'webhook', 'apns', 'webpush')),
+            target              TEXT,
+            destination         TEXT,
+            event               TEXT    NOT NULL CHECK (event IN ('value', 'noData', 'childEvent', 'revoke')),
+            coalescable         INTEGER NOT NULL CHECK (coalescable = (event IN ('value', 'noData'))),
+            payload             BLOB    NOT NULL,
+            record_seq          INTEGER,
+            created_at          INTEGER NOT NULL,
+            next_attempt_at     INTEGER NOT NULL,
+            first_attempt_at    INTEGER,
+            attempts            INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+            claimed_until       INTEGER,
+            claimed_by          TEXT,
+            CHECK ((kind = 'webhook') = (destination IS NOT NULL)),
+            CHECK (kind = 'webhook' OR target IS NOT NULL)
+        ) STRICT
+        """
 }

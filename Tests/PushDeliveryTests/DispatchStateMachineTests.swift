@@ -19,11 +19,7 @@ struct DispatchStateMachineTests {
     }
 
     static func provider(_ kind: SubscriptionKind) -> String {
-        switch kind {
-        case .mobile: "fcm"
-        case .huawei: "hms"
-        case .webhook: "webhook"
-        }
+        Dispatcher.provider(of: kind)
     }
 
     /// A machine that claimed `notifications` and sent them all.

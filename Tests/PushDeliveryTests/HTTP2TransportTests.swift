@@ -216,8 +216,14 @@ struct HTTP2TransportTests {
                     payload: Array(#"{"s":"OK","t":"value"}"#.utf8), recordSeq: 1),
                 createdAt: 0, nextAttemptAt: 0, attempts: 0)
         }
-        // The access token first, so that every send below is one request.
-        let warmUp = await sender.send(notification("warm-up"), now: 0)
+        // The access token and the connection first, so that every send below is one request.
+        // (A loaded machine may take longer than the 1 s deadline for the first handshakes:
+        // what they set up stays for the next try.)
+        var warmUp = await sender.send(notification("warm-up"), now: 0)
+        for _ in 0..<30 {
+            if case .delivered = warmUp { break }
+            warmUp = await sender.send(notification("warm-up"), now: 0)
+        }
         guard case .delivered = warmUp else {
             Issue.record("the first send: \(warmUp)")
             return

@@ -1,5 +1,7 @@
+import Crypto
 import Foundation
 import PushCore
+import PushJOSE
 import PushIngest
 @testable import PushService
 import Testing
@@ -38,6 +40,11 @@ struct ConfigurationTests {
         #expect(toto.auth?.hs256Secret?.value == Self.environment["TOTO_AUTH_SECRET"])
         #expect(toto.hms?.clientID == "1234567")
         #expect(toto.webhooks["orders"]?.url == "https://example.com/hooks/orders")
+        #expect(toto.apns?.teamID == "TEAM012345" && toto.apns?.keyID == "KEY0123456" && toto.apns?.topic == "com.example.toto")
+        #expect(toto.apns?.environment == .production && toto.apns?.endpoint == "https://api.push.apple.com")
+        #expect(toto.apns?.privateKey.value.hasPrefix("-----BEGIN PRIVATE KEY-----") == true)
+        #expect(toto.webpush?.subject == "mailto:push-admin@example.com" && toto.webpush?.allowPrivateAddresses == false)
+        #expect(toto.webpush?.allowedHosts == ["fcm.googleapis.com", "*.push.services.mozilla.com", "web.push.apple.com", "*.notify.windows.com"])
         #expect(toto.keys == Self.fixtures.appendingPathComponent("jose/test-keyset.json").path)
         #expect(toto.subscriptions.lifetimes == .init(defaultLifetime: 7 * 86_400, maxLifetime: 30 * 86_400))
         #expect(toto.subscriptions.maxWeight == 1 << 20)
@@ -318,7 +325,7 @@ struct ConfigurationTests {
         ("ingest: {deadLetterMaxSize: 1.5}", "ingest.deadLetterMaxSize: expected a size such as 4096, 64KiB or 1MiB, got 1.5"),
         ("expiry: {interval: 5m}", "expiry.interval: 5m is out of range; expected at most 30s"),
         ("expiry: {interval: 0s}", "expiry.interval: 0s is out of range"),
-        ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of auth, fcm, hms, keys, rules, signingKey, subscriptions, webhooks"),
+        ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of apns, auth, fcm, hms, keys, rules, signingKey, subscriptions, webhooks, webpush"),
         ("apps: {toto: {auth: {}}}", "apps.toto.auth: give hs256Secret or jwks"),
         ("apps: {toto: {auth: {hs256Secret: short}}}", "apps.toto.auth.hs256Secret: 5 bytes; HS256 needs at least 32"),
         ("apps: {toto: {auth: {hs256Secret: env:NOPE}}}", "apps.toto.auth.hs256Secret: the environment variable \"NOPE\" is not set"),
@@ -445,5 +452,51 @@ struct ConfigurationTests {
         #expect(none.warnings == [
             #"apps.toto.rules: none configured; every authenticated client may read (and subscribe to) every node, as with {"rules": {".read": "auth != null"}}"#
         ])
+    }
+
+    @Test("apps.<id>.apns and webpush: defaults by environment, keys parsed, every mistake named without echoing a key")
+    func apnsAndWebPush() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-providers-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let p8 = P256.Signing.PrivateKey().pemRepresentation
+        let vapid = P256.Signing.PrivateKey()
+        let environment = Self.environment.merging(["APNS_KEY": p8, "VAPID_KEY": Base64URL.encodeToString(vapid.rawRepresentation)]) { $1 }
+        let good = try load(
+            """
+            apps:
+              toto:
+                apns: {teamId: TEAM012345, keyId: KEY0123456, privateKey: env:APNS_KEY, topic: com.example.toto, environment: sandbox}
+                webpush: {vapidPrivateKey: env:VAPID_KEY, subject: "mailto:ops@example.com"}
+            """, environment)
+        let toto = try #require(good.apps["toto"])
+        #expect(toto.apns?.endpoint == "https://api.sandbox.push.apple.com" && toto.apns?.environment == .sandbox)
+        #expect(toto.webpush?.allowedHosts == nil && toto.webpush?.allowPrivateAddresses == false)
+        // A list from a variable: comma-separated.
+        let overridden = try load(
+            "apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"https://example.com\"}}}",
+            environment.merging(["PUSHDISPATCH_APPS_TOTO_WEBPUSH_ALLOWEDHOSTS": "fcm.googleapis.com, *.notify.windows.com"]) { $1 })
+        #expect(overridden.apps["toto"]?.webpush?.allowedHosts == ["fcm.googleapis.com", "*.notify.windows.com"])
+
+        for (text, expected) in [
+            ("apps: {toto: {apns: {}}}", "apps.toto.apns.teamId: missing"),
+            ("apps: {toto: {apns: {teamId: team, keyId: KEY0123456, privateKey: env:APNS_KEY, topic: a.b}}}", "apps.toto.apns.teamId: expected Apple's 10 upper-case letters and digits"),
+            ("apps: {toto: {apns: {teamId: TEAM012345, keyId: KEY0123456, privateKey: not-a-key, topic: a.b}}}", "apps.toto.apns.privateKey: not a PEM P-256 private key"),
+            ("apps: {toto: {apns: {teamId: TEAM012345, keyId: KEY0123456, privateKey: env:APNS_KEY, topic: \"a b\"}}}", "apps.toto.apns.topic: expected a bundle id"),
+            ("apps: {toto: {apns: {teamId: TEAM012345, keyId: KEY0123456, privateKey: env:APNS_KEY, topic: a.b, environment: development}}}", "apps.toto.apns.environment: expected production or sandbox"),
+            ("apps: {toto: {apns: {teamId: TEAM012345, keyId: KEY0123456, privateKey: env:APNS_KEY, topic: a.b, endpoint: apple}}}", "apps.toto.apns.endpoint: expected an http(s) URL"),
+            ("apps: {toto: {webpush: {}}}", "apps.toto.webpush.vapidPrivateKey: missing"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: secret-value-1234, subject: \"mailto:a@b.c\"}}}", "apps.toto.webpush.vapidPrivateKey: expected a PEM P-256 private key"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"admin@example.com\"}}}", "apps.toto.webpush.subject: expected a mailto: or https: URI"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto: <a@b.c>\"}}}", "apps.toto.webpush.subject: expected a mailto: or https: URI without spaces"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", allowedHosts: [\"https://fcm.googleapis.com\"]}}}", "apps.toto.webpush.allowedHosts: \"https://fcm.googleapis.com\": expected host names"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", allowedHosts: []}}}", "apps.toto.webpush.allowedHosts: empty"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", allowedHosts: fcm.googleapis.com}}}", "apps.toto.webpush.allowedHosts: expected a list of strings"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", allowPrivateAddresses: sometimes}}}", "apps.toto.webpush.allowPrivateAddresses: expected true or false"),
+            ("apps: {toto: {webpush: {vapidKey: x}}}", "apps.toto.webpush.vapidKey: unknown key"),
+        ] {
+            let message = error(text, environment)
+            #expect(message.contains(expected), "\(text): \(message)")
+            #expect(!message.contains("secret-value-1234") && !message.contains(p8.dropFirst(30).prefix(20)), "\(message)")
+        }
     }
 }

@@ -26,6 +26,31 @@ struct DeliveryStoreContractTests {
         try await store.notifications(limit: 100).map { String(decoding: $0.entry.payload, as: UTF8.self) }
     }
 
+    @Test("every kind is stored, counted, queued, claimed and settled (apns and webpush since schema 6 / 4)", arguments: StoreKind.all)
+    func everyKind(kind: StoreKind) async throws {
+        let store = try await kind.make().store
+        let webPush = #"{"endpoint":"https://push.example.net/s/1","keys":{"auth":"BTBZMqHH6r4Tts7J_aSIgg","p256dh":"BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4"}}"#
+        let subscriptions = SubscriptionKind.allCases.map { subscriptionKind in
+            makeSubscription(
+                kind: subscriptionKind, path: "/k/\(subscriptionKind.rawValue)",
+                context: subscriptionKind == .webhook ? nil : subscriptionKind == .webpush ? webPush : subscriptionKind == .apns ? String(repeating: "ab", count: 32) : "t",
+                destination: subscriptionKind == .webhook ? "orders" : nil)
+        }
+        var handles: [Int64] = []
+        for subscription in subscriptions { handles.append(try await stored(store, subscription)) }
+        for (subscription, handle) in zip(subscriptions, handles) {
+            let read = try await store.subscription(id: subscription.id)
+            #expect(read?.kind == subscription.kind && read?.tuple.context == subscription.tuple.context && read?.handle == handle)
+        }
+        #expect(try await store.countByKind() == Dictionary(uniqueKeysWithValues: SubscriptionKind.allCases.map { ($0, 1) }))
+        try await queue(store, now: 10, zip(subscriptions, handles).map { entry($0, $1, .value, payload: $0.kind.rawValue) })
+        let claimed = try await store.claim(now: 20, limit: 100, claimant: "me", leaseUntil: 1_000, excluding: [])
+        #expect(Set(claimed.map(\.entry.kind)) == Set(SubscriptionKind.allCases))
+        #expect(claimed.allSatisfy { String(decoding: $0.entry.payload, as: UTF8.self) == $0.entry.kind.rawValue })
+        #expect(claimed.first { $0.entry.kind == .webpush }?.entry.target == webPush)
+        #expect(try await store.outboxDepth().count == SubscriptionKind.allCases.count)
+    }
+
     @Test("a paused sender's notifications created before the cutoff are discarded, unless claimed; other senders' are kept", arguments: StoreKind.all)
     func discardWaiting(kind: StoreKind) async throws {
         let store = try await kind.make().store

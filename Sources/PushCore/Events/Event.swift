@@ -86,4 +86,20 @@ public struct Event: Sendable, Equatable {
 public enum PayloadLimit {
     /// A data payload of this many bytes or more is degraded (OnlyKeys / TooBig).
     public static let bytes = 4064
+
+    /// The same rule for `webpush` subscriptions: the data map is the plaintext of one
+    /// `aes128gcm` record, and a push service need accept no more than 4,096 bytes of body
+    /// (RFC 8030 §7.2): 4,096 − 86 (header) − 1 (delimiter) − 16 (tag) = 3,993 bytes of
+    /// plaintext, so a data map of 3,994 bytes or more is degraded.
+    public static let webPushBytes = 3_994
+
+    /// For `apns` subscriptions the §7.4 rule needs no other bound: the APNs body is the data
+    /// map with `"aps":{"content-available":1},` put first, 30 bytes more, so a data map of at
+    /// most 4,063 bytes makes a body of at most 4,093, within APNs's 4,096.
+    public static let apnsOverhead = 30
+
+    /// The bound for a kind's data payloads.
+    public static func bytes(for kind: SubscriptionKind) -> Int {
+        kind == .webpush ? webPushBytes : bytes
+    }
 }

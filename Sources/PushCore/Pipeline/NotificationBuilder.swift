@@ -6,7 +6,9 @@ public protocol SealerProvider: Sendable {
 
 /// Builds what a subscription receives for a notice (SPEC §7, §8):
 ///
-/// - `mobile` and `huawei`: the data payload, v1 or v2, with the size rule of §7.4;
+/// - `mobile`, `huawei` and `apns`: the data payload, v1 or v2, with the size rule of §7.4;
+/// - `webpush`: the same at the Web Push bound (``PayloadLimit/webPushBytes``), the payload
+///   being the plaintext the sender encrypts;
 /// - `webhook`: the body of §8 without its `id` (which the sender adds, stable across retries):
 ///   `{"app","uid","subscription","path","context","event"}`, the event plain (§11.11) and
 ///   degraded like §7.4 at the webhook limit, measured on the event.
@@ -16,6 +18,8 @@ public struct NotificationBuilder: Sendable {
     let sealers: any SealerProvider
     private let v1 = V1PayloadBuilder()
     private var v2 = V2PayloadBuilder()
+    private let v1WebPush = V1PayloadBuilder(limit: PayloadLimit.webPushBytes)
+    private var v2WebPush = V2PayloadBuilder(limit: PayloadLimit.webPushBytes)
 
     public init(sealers: any SealerProvider, webhookLimit: Int = 1 << 20) {
         self.sealers = sealers
@@ -30,12 +34,19 @@ public struct NotificationBuilder: Sendable {
         switch subscription.kind {
         case .webhook:
             return writeWebhookBody(notice, into: &out)
-        case .mobile, .huawei:
+        case .mobile, .huawei, .apns:
             switch subscription.format {
             case .v1:
                 return v1.build(notice.event, into: &out)
             case .v2:
                 return try v2.build(notice.event, sealer: try sealers.sealer(for: subscription), into: &out)
+            }
+        case .webpush:
+            switch subscription.format {
+            case .v1:
+                return v1WebPush.build(notice.event, into: &out)
+            case .v2:
+                return try v2WebPush.build(notice.event, sealer: try sealers.sealer(for: subscription), into: &out)
             }
         }
     }

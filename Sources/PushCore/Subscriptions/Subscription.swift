@@ -6,6 +6,23 @@ public enum SubscriptionKind: String, Sendable, CaseIterable {
     case huawei
     /// A webhook of the application named by `destination`; `context` is passed to it.
     case webhook
+    /// Apple Push Notification service, directly (no FCM relay); `context` is the device token
+    /// in hexadecimal.
+    case apns
+    /// Web Push (RFC 8030/8291/8292); `context` is the browser's `PushSubscription` JSON
+    /// (``WebPushContext``).
+    case webpush
+
+    /// What `context` holds, for messages.
+    public var contextDescription: String {
+        switch self {
+        case .mobile: "the device's FCM registration token"
+        case .huawei: "the device's HMS push token"
+        case .apns: "the device's APNs token in hexadecimal"
+        case .webpush: "the browser's PushSubscription JSON (endpoint and keys)"
+        case .webhook: "a value passed to the webhook"
+        }
+    }
 }
 
 /// What makes a subscription unique (SPEC §5): the 6-tuple. Its `id` is derived from it.

@@ -31,7 +31,7 @@ public struct SubscriptionRequest: Sendable, Equatable {
             throw RequestError("uid: \(quoted(bodyUID)) differs from the uid in the URL, \(quoted(uid))")
         }
         guard let kind = try reader.enumeration("kind", SubscriptionKind.self) else {
-            throw RequestError("kind: missing; expected one of \"mobile\", \"huawei\", \"webhook\"")
+            throw RequestError("kind: missing; expected one of \(SubscriptionKind.allCases.map { quoted($0.rawValue) }.joined(separator: ", "))")
         }
         let mode = try reader.enumeration("mode", Mode.self) ?? .noData
         let pathText = try reader.requiredString("path")
@@ -41,13 +41,22 @@ public struct SubscriptionRequest: Sendable, Equatable {
         } catch {
             throw RequestError("path \(quoted(String(pathText.prefix(64)))): \(error)")
         }
-        let context = try reader.optionalString("context")
+        var context: String?
+        if kind == .webpush {
+            // The browser's PushSubscription, as an object or its JSON text: kept canonical.
+            if let value = reader.value("context"), !value.isNull {
+                context = try WebPushContext(value).canonicalText
+            }
+        } else {
+            context = try reader.optionalString("context")
+        }
         let destination = try reader.optionalString("destination")
         switch kind {
-        case .mobile, .huawei:
-            guard let context, !context.isEmpty else {
-                throw RequestError("context: missing; a \(kind.rawValue) subscription carries the device token")
+        case .mobile, .huawei, .apns, .webpush:
+            guard let text = context, !text.isEmpty else {
+                throw RequestError("context: missing; a \(kind.rawValue) subscription carries \(kind.contextDescription)")
             }
+            if kind == .apns { context = try APNsDeviceToken.canonical(text) }
             if destination != nil {
                 throw RequestError("destination: only webhook subscriptions have a destination")
             }
@@ -116,6 +125,11 @@ public struct SubscriptionRules: Sendable {
     public var maxPerUser: Int? = 100
     /// Checks an `encryption` block against the application's keys (PushJOSE knows how).
     public var checkEncryption: @Sendable (EncryptionSpec) throws(RequestError) -> Void
+    /// Checks a device `context` (canonical, its shape already checked) against what the
+    /// application can reach: that it configures the provider, and for Web Push that the keys
+    /// are usable and the endpoint is a push service it accepts (PushDelivery knows how).
+    /// Default: every context accepted.
+    public var checkContext: @Sendable (SubscriptionKind, String) throws(RequestError) -> Void = { _, _ in }
 
     public init(
         webhooks: Set<String>, lifetimes: SubscriptionLifetimes,
@@ -132,6 +146,9 @@ public struct SubscriptionRules: Sendable {
             let known = webhooks.sorted().map(quoted).joined(separator: ", ")
             throw RequestError(
                 "destination: \(quoted(destination)) is not a webhook of this application (configured: \(known.isEmpty ? "none" : known))")
+        }
+        if let context = request.context, request.kind != .webhook {
+            try checkContext(request.kind, context)
         }
         if let encryption = request.encryption {
             try checkEncryption(encryption)

@@ -20,6 +20,29 @@ public struct VAPIDKey: Sendable {
         publicKeyText = Base64URL.encodeToString(privateKey.publicKey.x963Representation)
     }
 
+    public struct Invalid: Error, Equatable, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// Reads the application's VAPID private key as operators have it: a PEM P-256 key
+    /// (`-----BEGIN PRIVATE KEY-----` or `-----BEGIN EC PRIVATE KEY-----`, as `openssl ecparam
+    /// -genkey -name prime256v1` writes), or the base64url of the raw 32-byte scalar (as
+    /// `web-push generate-vapid-keys` and py_vapid print it). The error never shows the key.
+    public init(text: String) throws(Invalid) {
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.hasPrefix("-----BEGIN") {
+            guard let key = try? P256.Signing.PrivateKey(pemRepresentation: trimmed) else {
+                throw Invalid(description: "a PEM key that is not a P-256 private key")
+            }
+            self.init(privateKey: key)
+            return
+        }
+        guard let raw = Base64URL.decode(trimmed), raw.count == 32, let key = try? P256.Signing.PrivateKey(rawRepresentation: raw) else {
+            throw Invalid(description: "expected a PEM P-256 private key, or the base64url of its 32-byte raw value")
+        }
+        self.init(privateKey: key)
+    }
+
     /// The header `{"typ":"JWT","alg":"ES256"}`, base64url (as in RFC 8292's example).
     static let encodedHeader = Base64URL.encode(Array(#"{"typ":"JWT","alg":"ES256"}"#.utf8))
 

@@ -1,6 +1,7 @@
 import Foundation
 import PushAPI
 import PushCore
+import PushDelivery
 import PushJOSE
 
 /// An application's configuration with its key files read and checked: what the API, the
@@ -76,10 +77,43 @@ struct PreparedApplication: Sendable {
             webhooks: Set(app.webhooks.keys), lifetimes: app.subscriptions.lifetimes,
             checkEncryption: { spec throws(RequestError) in try factory.checkEncryption(spec) })
         rules.maxPerUser = app.subscriptions.maxPerUser
+        rules.checkContext = Self.contextCheck(id, app)
         return PreparedApplication(
             id: id, keys: keys, signingKey: signingKey, rules: rules,
             settings: PipelineSettings(maxWeight: app.subscriptions.maxWeight, rules: app.rules?.rules), verifier: verifier,
             readRules: app.readRules)
+    }
+
+    /// What the REST API checks of a device subscription's `context` (its shape is checked in
+    /// the core): an `apns` or `webpush` subscription needs its provider configured (it could
+    /// never be delivered otherwise); a browser subscription's keys must be usable and its
+    /// endpoint one the application's Web Push policy accepts.
+    static func contextCheck(_ id: String, _ app: AppConfiguration) -> @Sendable (SubscriptionKind, String) throws(RequestError) -> Void {
+        let apnsConfigured = app.apns != nil
+        let policy = app.webpush?.policy
+        return { kind, context throws(RequestError) in
+            switch kind {
+            case .apns where !apnsConfigured:
+                throw RequestError("kind: application \(quotedString(id)) does not send through APNs (no apps.\(id).apns in the configuration)")
+            case .webpush:
+                guard let policy else {
+                    throw RequestError("kind: application \(quotedString(id)) does not send Web Push (no apps.\(id).webpush in the configuration)")
+                }
+                let subscription = try WebPushContext(context: context)
+                do throws(WebPushSubscriberKeys.Invalid) {
+                    _ = try WebPushSubscriberKeys(p256dh: subscription.p256dh, auth: subscription.auth)
+                } catch {
+                    throw RequestError("context.\(error.description)")
+                }
+                do throws(WebPushEndpointPolicy.Refusal) {
+                    _ = try policy.check(subscription.endpoint)
+                } catch {
+                    throw RequestError("context.endpoint: \(error.description)")
+                }
+            default:
+                break
+            }
+        }
     }
 
     /// The sealers of v2 payloads: each application with its signing key or `serviceKey`;

@@ -204,6 +204,8 @@ struct ConfigurationDecoder {
                 endpoint: hmsSection.url("endpoint") ?? "https://push-api.cloud.huawei.com",
                 tokenEndpoint: hmsSection.url("tokenEndpoint") ?? "https://oauth-login.cloud.huawei.com/oauth2/v3/token")
         }
+        let apns = section.has("apns") ? apns(section.section("apns"), report: report) : nil
+        let webpush = section.has("webpush") ? webpush(section.section("webpush"), report: report) : nil
         var webhooks: [String: AppConfiguration.Webhook] = [:]
         for (name, webhookSection) in section.names("webhooks") {
             if name.isEmpty || name.utf8.count > 128 || name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
@@ -235,8 +237,90 @@ struct ConfigurationDecoder {
         let keys = section.path("keys", mustExist: true)
         if let keys { section.warnIfShared("keys", file: keys) }  // symmetric keys and private signing keys
         return AppConfiguration(
-            id: id, auth: auth, fcm: fcm, hms: hms, webhooks: webhooks, keys: keys,
+            id: id, auth: auth, fcm: fcm, hms: hms, apns: apns, webpush: webpush, webhooks: webhooks, keys: keys,
             signingKey: section.nonEmptyString("signingKey"), subscriptions: subscriptions, rules: rules(section, report: report))
+    }
+
+    /// `apps.<id>.apns`: every key checked, the private key parsed (never echoed).
+    func apns(_ section: Section, report: ProblemReport) -> AppConfiguration.APNs {
+        func required(_ key: String, _ what: String) {
+            if !section.has(key) { report.add("\(section.path).\(key): missing; \(what)") }
+        }
+        required("teamId", "the Apple developer team's 10-character id")
+        required("keyId", "the 10-character id of the APNs authentication key (AuthKey_<keyId>.p8)")
+        required("privateKey", "the .p8 key (write file:./AuthKey_<keyId>.p8 or env:NAME)")
+        required("topic", "the app's bundle id")
+        var teamID = section.nonEmptyString("teamId") ?? ""
+        var keyID = section.nonEmptyString("keyId") ?? ""
+        for (key, value) in [("teamId", teamID), ("keyId", keyID)] where !value.isEmpty && !Self.isAppleID(value) {
+            report.add("\(section.label(key)): expected Apple's 10 upper-case letters and digits, got \(quotedString(String(value.prefix(32))))")
+            if key == "teamId" { teamID = "" } else { keyID = "" }
+        }
+        let privateKey = section.secret("privateKey")
+        if let privateKey, !teamID.isEmpty, !keyID.isEmpty {
+            do {
+                _ = try APNsProviderToken(teamID: teamID, keyID: keyID, privateKeyPEM: privateKey.value)
+            } catch {
+                report.add("\(section.label("privateKey")): not a PEM P-256 private key (the .p8 file Apple gives, -----BEGIN PRIVATE KEY-----)")
+            }
+        }
+        let topic = section.nonEmptyString("topic") ?? ""
+        if !topic.isEmpty, topic.utf8.count > 255 || !topic.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }) {
+            report.add("\(section.label("topic")): expected a bundle id (letters, digits, '.', '-', '_'), got \(quotedString(String(topic.prefix(64))))")
+        }
+        var environment = AppConfiguration.APNs.Environment.production
+        if let text = section.string("environment") {
+            if let parsed = AppConfiguration.APNs.Environment(rawValue: text) {
+                environment = parsed
+            } else {
+                report.add("\(section.label("environment")): expected production or sandbox (the environment the app's device tokens come from), got \(quotedString(String(text.prefix(32))))")
+            }
+        }
+        return AppConfiguration.APNs(
+            teamID: teamID, keyID: keyID, privateKey: privateKey ?? Secret(""), topic: topic, environment: environment,
+            endpoint: section.url("endpoint") ?? environment.endpoint)
+    }
+
+    static func isAppleID(_ text: String) -> Bool {
+        text.utf8.count == 10 && text.utf8.allSatisfy { (0x41...0x5A).contains($0) || (0x30...0x39).contains($0) }
+    }
+
+    /// `apps.<id>.webpush`: the VAPID key parsed (never echoed), the subject and the allow-list
+    /// checked.
+    func webpush(_ section: Section, report: ProblemReport) -> AppConfiguration.WebPush {
+        if !section.has("vapidPrivateKey") {
+            report.add("\(section.path).vapidPrivateKey: missing; the application server's P-256 key (file:./vapid.pem, or the base64url raw key)")
+        }
+        if !section.has("subject") {
+            report.add("\(section.path).subject: missing; a contact the push services may use (mailto:ops@example.com or https://example.com)")
+        }
+        let key = section.secret("vapidPrivateKey")
+        if let key {
+            do {
+                _ = try VAPIDKey(text: key.value)
+            } catch {
+                report.add("\(section.label("vapidPrivateKey")): \(error)")
+            }
+        }
+        let subject = section.nonEmptyString("subject") ?? ""
+        if !subject.isEmpty, !(subject.hasPrefix("mailto:") || subject.hasPrefix("https:")) || subject.utf8.count > 512
+            || subject.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F })
+        {
+            report.add("\(section.label("subject")): expected a mailto: or https: URI without spaces (RFC 8292), got \(quotedString(String(subject.prefix(64))))")
+        }
+        var allowedHosts = section.list("allowedHosts")
+        if let hosts = allowedHosts {
+            let bad = hosts.filter { !WebPushEndpointPolicy.isValidPattern($0) }
+            if !bad.isEmpty {
+                report.add("\(section.label("allowedHosts")): \(bad.prefix(3).map { quotedString(String($0.prefix(64))) }.joined(separator: ", ")): expected host names, or *. and a domain")
+                allowedHosts = nil
+            } else if hosts.isEmpty {
+                report.add("\(section.label("allowedHosts")): empty, so no subscription could be made; list push-service hosts or leave the key out")
+            }
+        }
+        return AppConfiguration.WebPush(
+            vapidPrivateKey: key ?? Secret(""), subject: subject, allowedHosts: allowedHosts,
+            allowPrivateAddresses: section.boolean("allowPrivateAddresses") ?? false)
     }
 
     /// `apps.<id>.rules`: a rules file, or the rules document inline (SPEC §12).

@@ -296,6 +296,8 @@ public enum ConfigurationLoader {
             }
         case .string, .duration, .size, .secret:
             return .string(text)
+        case .list:
+            return .array(text.split(separator: ",", omittingEmptySubsequences: false).map { .string($0.trimmingCharacters(in: .whitespaces)) })
         }
     }
 

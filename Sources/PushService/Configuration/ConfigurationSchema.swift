@@ -39,6 +39,14 @@ indirect enum ConfigurationSchema: Sendable {
             "hms": .object([
                 "clientId": .leaf(.string), "clientSecret": .leaf(.secret), "endpoint": .leaf(.string), "tokenEndpoint": .leaf(.string),
             ]),
+            "apns": .object([
+                "teamId": .leaf(.string), "keyId": .leaf(.string), "privateKey": .leaf(.secret), "topic": .leaf(.string),
+                "environment": .leaf(.string), "endpoint": .leaf(.string),
+            ]),
+            "webpush": .object([
+                "vapidPrivateKey": .leaf(.secret), "subject": .leaf(.string), "allowedHosts": .leaf(.list),
+                "allowPrivateAddresses": .leaf(.boolean),
+            ]),
             "webhooks": .names(.object(["url": .leaf(.string), "secret": .leaf(.secret)])),
             "keys": .leaf(.string),
             "signingKey": .leaf(.string),
@@ -67,4 +75,6 @@ enum ConfigurationValueKind: Sendable, Equatable {
     case size
     /// Text that is never echoed in a message: a value, `env:NAME` or `file:PATH`.
     case secret
+    /// A list of strings; a variable writes them separated by commas.
+    case list
 }

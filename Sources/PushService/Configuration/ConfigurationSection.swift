@@ -120,6 +120,28 @@ struct Section {
         return number
     }
 
+    /// A list of non-empty strings (YAML sequence), at most `limit` of them.
+    func list(_ key: String, limit: Int = 256) -> [String]? {
+        guard let value = value(key) else { return nil }
+        guard case .array(let items) = value else {
+            problem(key, "expected a list of strings, got \(value.excerpt)")
+            return nil
+        }
+        guard items.count <= limit else {
+            problem(key, "\(items.count) entries; at most \(limit)")
+            return nil
+        }
+        var strings: [String] = []
+        for item in items {
+            guard case .string(let text) = item, !text.isEmpty else {
+                problem(key, "expected a list of non-empty strings, found \(item.excerpt)")
+                return nil
+            }
+            strings.append(text)
+        }
+        return strings
+    }
+
     func boolean(_ key: String) -> Bool? {
         guard let value = value(key) else { return nil }
         guard case .bool(let flag) = value else {

@@ -193,6 +193,48 @@ public struct AppConfiguration: Sendable, Equatable {
         public var secret: Secret
     }
 
+    /// `apns`: Apple's push service, directly, with token-based authentication.
+    public struct APNs: Sendable, Equatable {
+        public enum Environment: String, Sendable, Equatable {
+            case production, sandbox
+
+            /// Apple's host for the environment.
+            public var endpoint: String {
+                switch self {
+                case .production: "https://api.push.apple.com"
+                case .sandbox: "https://api.sandbox.push.apple.com"
+                }
+            }
+        }
+
+        /// `teamId`: the Apple developer team's 10-character id.
+        public var teamID: String
+        /// `keyId`: the 10-character id of the APNs authentication key.
+        public var keyID: String
+        /// `privateKey`: the key's `.p8` file text (write `file:AuthKey_XXXXXXXXXX.p8`).
+        public var privateKey: Secret
+        /// `topic`: the app's bundle id.
+        public var topic: String
+        /// `environment`: production (default) or sandbox (development builds' tokens).
+        public var environment: Environment
+        /// `endpoint`: default Apple's host for `environment`.
+        public var endpoint: String
+    }
+
+    /// `webpush`: browsers, through their push services (RFC 8030, 8291, 8292).
+    public struct WebPush: Sendable, Equatable {
+        /// `vapidPrivateKey`: the application server's P-256 key (PEM, or base64url raw).
+        public var vapidPrivateKey: Secret
+        /// `subject`: a `mailto:` or `https:` contact the push services may reach.
+        public var subject: String
+        /// `allowedHosts`: push-service host names a browser subscription may name (`*.` for a
+        /// domain's names). Default none: any public host.
+        public var allowedHosts: [String]?
+        /// `allowPrivateAddresses`: allow endpoints on loopback, private and reserved
+        /// addresses. Default false (tests with local fakes only).
+        public var allowPrivateAddresses: Bool
+    }
+
     public struct Subscriptions: Sendable, Equatable {
         /// Default 7d.
         public var defaultLifetime: Duration
@@ -214,6 +256,8 @@ public struct AppConfiguration: Sendable, Equatable {
     public var auth: Auth?
     public var fcm: FCM?
     public var hms: HMS?
+    public var apns: APNs?
+    public var webpush: WebPush?
     /// By name. Default none.
     public var webhooks: [String: Webhook]
     /// `keys`: JWK Set file of signing keys and symmetric encryption keys. Default none.

@@ -11,11 +11,16 @@ struct ConfiguredSenders: SenderDirectory {
     struct Application {
         var fcm: FCMSender?
         var hms: HMSSender?
+        var apns: APNsSender?
+        var webpush: WebPushSender?
         var webhooks: [String: WebhookSender]
     }
 
     let applications: [String: Application]
     let transport: any HTTPTransport
+    /// Web Push's own transport: its URLs come from subscribers, so it connects only to public
+    /// addresses. `nil` when no application sends Web Push under that restriction.
+    let publicTransport: (any HTTPTransport)?
 
     /// Reads the service-account files and checks the webhook secrets; throws
     /// ``ConfigurationError`` naming the key at fault.
@@ -30,20 +35,55 @@ struct ConfiguredSenders: SenderDirectory {
             try? await fallback.shutdown()
             throw error
         }
+        var publicTransport: HTTP2Transport?
         do {
-            applications = try Self.applications(
-                configuration, context: SenderContext(transport: transport, timeout: configuration.delivery.timeout, clock: clock, counters: counters))
+            if configuration.apps.values.contains(where: { $0.webpush.map { !$0.allowPrivateAddresses } ?? false }) {
+                publicTransport = try HTTP2Transport(
+                    configuration: .init(
+                        connectionsPerOrigin: configuration.delivery.connectionsPerHost, caFile: configuration.delivery.caFile, publicAddressesOnly: true),
+                    fallback: try AsyncHTTPTransport(clients: 1, caFile: configuration.delivery.caFile))
+            }
+            let context = SenderContext(transport: transport, timeout: configuration.delivery.timeout, clock: clock, counters: counters)
+            var publicContext = context
+            if let publicTransport { publicContext.transport = publicTransport }
+            applications = try Self.applications(configuration, context: context, publicContext: publicContext)
         } catch {
             try? await transport.shutdown()
+            try? await publicTransport?.shutdown()
             throw error
         }
         self.transport = transport
+        self.publicTransport = publicTransport
     }
 
-    static func applications(_ configuration: ServiceConfiguration, context: SenderContext) throws -> [String: Application] {
+    /// - Parameter publicContext: for Web Push senders that must reach public addresses only.
+    static func applications(_ configuration: ServiceConfiguration, context: SenderContext, publicContext: SenderContext) throws
+        -> [String: Application]
+    {
         var applications: [String: Application] = [:]
+        let window = configuration.delivery.retry.window.components.seconds
         for (id, app) in configuration.apps {
             var prepared = Application(webhooks: [:])
+            if let apns = app.apns {
+                let token: APNsProviderToken
+                do {
+                    token = try APNsProviderToken(teamID: apns.teamID, keyID: apns.keyID, privateKeyPEM: apns.privateKey.value)
+                } catch {
+                    throw ConfigurationError("apps.\(id).\(error)")
+                }
+                prepared.apns = APNsSender(endpoint: apns.endpoint, topic: apns.topic, token: token, storage: window, context: context)
+            }
+            if let webpush = app.webpush {
+                let key: VAPIDKey
+                do {
+                    key = try VAPIDKey(text: webpush.vapidPrivateKey.value)
+                } catch {
+                    throw ConfigurationError("apps.\(id).webpush.vapidPrivateKey: \(error)")
+                }
+                prepared.webpush = WebPushSender(
+                    vapid: key, subject: webpush.subject, policy: webpush.policy, ttl: window,
+                    context: webpush.allowPrivateAddresses ? context : publicContext)
+            }
             if let fcm = app.fcm {
                 guard let data = FileManager.default.contents(atPath: fcm.serviceAccountFile) else {
                     throw ConfigurationError("apps.\(id).fcm.serviceAccountFile: cannot read \(fcm.serviceAccountFile)")
@@ -80,13 +120,23 @@ struct ConfiguredSenders: SenderDirectory {
         switch entry.kind {
         case .mobile: return app.fcm
         case .huawei: return app.hms
+        case .apns: return app.apns
+        case .webpush: return app.webpush
         case .webhook: return entry.destination.flatMap { app.webhooks[$0] }
         }
     }
 
-    /// Closes the transport (it must be, before the process ends).
+    /// Closes the transports (they must be, before the process ends).
     func shutdown() async throws {
+        try? await publicTransport?.shutdown()
         try await transport.shutdown()
+    }
+}
+
+extension AppConfiguration.WebPush {
+    /// The endpoints its subscriptions may name.
+    var policy: WebPushEndpointPolicy {
+        WebPushEndpointPolicy(allowedHosts: allowedHosts, allowPrivateAddresses: allowPrivateAddresses)
     }
 }
 

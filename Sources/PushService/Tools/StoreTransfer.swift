@@ -180,7 +180,7 @@ public enum StoreTransfer {
                     SourceCheckpoint(source: source, lastSeq: try optionalInteger("lastSeq"), position: position, fileIdentity: try optionalString("fileIdentity")))
                 counts.checkpoints += 1
             case "notification":
-                guard let kind = SubscriptionKind(rawValue: try string("kind")) else { throw fail("kind: expected mobile, huawei or webhook") }
+                guard let kind = SubscriptionKind(rawValue: try string("kind")) else { throw fail("kind: expected one of \(SubscriptionKind.allCases.map(\.rawValue).joined(separator: ", "))") }
                 guard let event = NotificationKind(rawValue: try string("event")) else { throw fail("event: expected value, noData, childEvent or revoke") }
                 let payload: [UInt8]
                 guard let decoded = Base64URL.decode(try string("payload")) else { throw fail("payload: expected base64url") }

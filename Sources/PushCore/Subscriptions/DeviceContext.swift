@@ -1,0 +1,92 @@
+/// An APNs device token as a subscription's `context` carries it: hexadecimal text.
+///
+/// Apple's tokens are 32 bytes today (64 hexadecimal digits), and Apple says not to count on
+/// that length: 8 to 100 bytes are accepted. Upper-case digits are written in lower case, so
+/// that one device is one subscription tuple whatever the app's formatting.
+public enum APNsDeviceToken {
+    public static let minimumBytes = 8
+    public static let maximumBytes = 100
+
+    /// The token in canonical form (lower-case hexadecimal), or what is wrong with it.
+    public static func canonical(_ text: String) throws(RequestError) -> String {
+        let bytes = Array(text.utf8)
+        guard bytes.allSatisfy(isHexDigit) else {
+            throw RequestError("context: an APNs device token is hexadecimal text (0-9, a-f); found another character")
+        }
+        guard bytes.count % 2 == 0, (minimumBytes * 2...maximumBytes * 2).contains(bytes.count) else {
+            throw RequestError(
+                "context: an APNs device token is \(minimumBytes) to \(maximumBytes) bytes written as an even number of hexadecimal digits "
+                    + "(64 for today's tokens); got \(bytes.count) digits")
+        }
+        return String(decoding: bytes.map { (0x41...0x46).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
+    }
+
+    static func isHexDigit(_ byte: UInt8) -> Bool {
+        (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte)
+    }
+}
+
+/// A browser's push subscription (`PushSubscription.toJSON()`): the push resource's URL and the
+/// keys its messages are encrypted to (RFC 8291). A `webpush` subscription's `context` is its
+/// canonical JSON text, `{"endpoint":…,"keys":{"auth":…,"p256dh":…}}`, so that one browser
+/// subscription is one subscription tuple whatever member order or extra members
+/// (`expirationTime`) the browser wrote.
+///
+/// The shape is checked here; that the keys are a P-256 point and a 16-byte secret, and that
+/// the endpoint is a push service the application accepts, is checked where the cryptography
+/// and the configuration are (PushDelivery, PushService).
+public struct WebPushContext: Sendable, Equatable {
+    /// The push resource: an absolute URL.
+    public var endpoint: String
+    /// The browser's P-256 public key, base64url (`keys.p256dh`).
+    public var p256dh: String
+    /// The browser's authentication secret, base64url (`keys.auth`).
+    public var auth: String
+
+    /// Longest endpoint URL accepted, in bytes (real ones are 150 to 500).
+    public static let maxEndpointBytes = 2_048
+
+    public init(endpoint: String, p256dh: String, auth: String) {
+        self.endpoint = endpoint
+        self.p256dh = p256dh
+        self.auth = auth
+    }
+
+    /// Reads a `PushSubscription` given as a JSON object, or as the text of one.
+    public init(_ value: JSON) throws(RequestError) {
+        var object = value
+        if case .string(let text) = value {
+            guard let parsed = try? JSONParser.parse(Array(text.utf8)) else {
+                throw RequestError("context: a webpush context is the browser's PushSubscription as JSON (an object, or its text); the text is not JSON")
+            }
+            object = parsed
+        }
+        let reader = try FieldReader(object, name: "context", allowed: ["endpoint", "expirationTime", "keys"])
+        let endpoint = try reader.requiredString("endpoint")
+        guard endpoint.utf8.count <= Self.maxEndpointBytes else {
+            throw RequestError("context.endpoint: \(endpoint.utf8.count) bytes; at most \(Self.maxEndpointBytes)")
+        }
+        guard let keysValue = reader.value("keys"), !keysValue.isNull else {
+            throw RequestError("context.keys: missing; expected {\"p256dh\": …, \"auth\": …} from PushSubscription.toJSON()")
+        }
+        let keys = try FieldReader(keysValue, name: "context.keys", allowed: ["p256dh", "auth"])
+        let p256dh = try keys.requiredString("p256dh")
+        let auth = try keys.requiredString("auth")
+        for (name, key) in [("p256dh", p256dh), ("auth", auth)] where key.utf8.count > 256 {
+            throw RequestError("context.keys.\(name): \(key.utf8.count) bytes; a base64url key of at most 256")
+        }
+        self.init(endpoint: endpoint, p256dh: p256dh, auth: auth)
+    }
+
+    /// Reads a stored `context` (the canonical text).
+    public init(context: String) throws(RequestError) {
+        try self.init(JSON.string(context))
+    }
+
+    /// The canonical JSON text a subscription keeps as its `context`.
+    public var canonicalText: String {
+        var writer = JSONWriter(capacity: endpoint.utf8.count + p256dh.utf8.count + auth.utf8.count + 48)
+        writer.write(.object(JSONObject([("endpoint", .string(endpoint)), ("keys", .object(JSONObject([("auth", .string(auth)), ("p256dh", .string(p256dh))])))])))
+        return String(decoding: writer.bytes, as: UTF8.self)
+    }
+}
