@@ -316,7 +316,6 @@ final class HTTP2Connection: Sendable {
                 }
                 .flatMapThrowing { () -> HTTP2Connection in
                     let sync = channel.pipeline.syncOperations
-                    _ = try sync.removeHandler(sync.handler(type: ALPNWaiter.self))
                     var connectionConfiguration = NIOHTTP2Handler.ConnectionConfiguration()
                     connectionConfiguration.initialSettings = [
                         HTTP2Setting(parameter: .maxConcurrentStreams, value: 100),
@@ -344,6 +343,9 @@ final class HTTP2Connection: Sendable {
                     let flags = ConnectionFlags()
                     let client = HTTP2ClientHandler(flags: flags, authority: target.authority)
                     try sync.addHandler(client)
+                    // Last: what the server sent since the handshake (its SETTINGS) is held by
+                    // the waiter and handed to the HTTP/2 handler as the waiter leaves.
+                    _ = try sync.removeHandler(sync.handler(type: ALPNWaiter.self))
                     return HTTP2Connection(channel: channel, handler: client, flags: flags)
                 }
                 .flatMapErrorThrowing { error in
@@ -606,12 +608,36 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     }
 }
 
-/// Waits for the TLS handshake and says which protocol ALPN agreed on.
+/// Waits for the TLS handshake and says which protocol ALPN agreed on; holds what the server
+/// sends from then on until the HTTP/2 handler is in place, and hands it over as it leaves.
+///
+/// The connection is configured in a callback of the connect future, which may run after the
+/// handshake completed and after the server's first frames (its SETTINGS, sent with or right
+/// after its TLS Finished) were decrypted: passed on then, they reached the end of the
+/// pipeline and were dropped, and the HTTP/2 handler closed the connection on the SETTINGS
+/// acknowledgement that followed (seen on about a third of new connections to nginx and
+/// nghttpd: their first requests failed as lost in transit and were resent).
 final class ALPNWaiter: ChannelInboundHandler, RemovableChannelHandler {
     typealias InboundIn = ByteBuffer
     let promise: EventLoopPromise<String?>
     let timeout: TimeAmount
     var timer: Scheduled<Void>?
+    /// Reads since the handshake, in order, for the handler that follows.
+    var held: [NIOAny] = []
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        held.append(data)
+    }
+
+    func channelReadComplete(context: ChannelHandlerContext) {}
+
+    func removeHandler(context: ChannelHandlerContext, removalToken: ChannelHandlerContext.RemovalToken) {
+        let reads = held
+        held.removeAll()
+        for data in reads { context.fireChannelRead(data) }
+        if !reads.isEmpty { context.fireChannelReadComplete() }
+        context.leavePipeline(removalToken: removalToken)
+    }
 
     init(promise: EventLoopPromise<String?>, timeout: TimeAmount) {
         self.promise = promise

@@ -109,6 +109,26 @@ struct HTTP2TransportTests {
         }
     }
 
+    @Test("the first request on each new connection is answered: the server's SETTINGS, read before the connection is configured, are kept", arguments: ["nginx", "nghttpd"])
+    func firstRequestOfEachConnection(server name: String) async throws {
+        let server = try name == "nginx" ? HTTP2TestServer.nginx() : HTTP2TestServer.nghttpd()
+        defer { server.stop() }
+        var failures: [String] = []
+        for round in 0..<40 {
+            let transport = try Self.transport()
+            do throws(TransportError) {
+                let answer = try await transport.send(
+                    OutgoingRequest(url: "https://localhost:\(server.port)/v1/x", headers: [("content-type", "application/json")], body: Array(#"{"a":1}"#.utf8)),
+                    timeout: .seconds(10))
+                if answer.status != 200 { failures.append("round \(round): \(answer.status)") }
+            } catch {
+                failures.append("round \(round): \(error.description)")
+            }
+            try await transport.shutdown()
+        }
+        #expect(failures.isEmpty, "\(failures.count) of 40 first requests failed: \(failures.prefix(3))")
+    }
+
     @Test("nghttpd echoes every body: 3,000 requests, 200 at once on 2 connections, each answered with its own body")
     func echo() async throws {
         let server = try HTTP2TestServer.nghttpd()
