@@ -32,6 +32,10 @@ import Synchronization
 ///   Business errors come with HTTP 200, as Huawei's do.
 /// - Webhooks (`POST /hooks/{name}`): a Standard Webhooks signature that verifies with the
 ///   registered secret and a timestamp within five minutes.
+/// - APNs (`POST /3/device/{token}`, HTTP/2 when started with `tls`): the team's provider JWT,
+///   the background-push headers and payload (`FakeProviders+APNs.swift`).
+/// - Web Push (`POST /push/{name}`): RFC 8030 headers, the VAPID header (RFC 8292), the body
+///   decrypted with the subscriber's keys (RFC 8291) (`FakeProviders+WebPush.swift`).
 ///
 /// Device tokens script the answers: `unregistered-…` → 404 UNREGISTERED (FCM) / 80300007
 /// (HMS), `illegal-…` → HMS partial success naming it; anything else → success, unless
@@ -40,11 +44,13 @@ import Synchronization
 public final class FakeProviders: Sendable {
     /// One request the fakes accepted (or refused).
     public struct Received: Sendable {
-        /// `fcm`, `hms`, `webhook`, `google-oauth`, `hms-oauth`.
+        /// `fcm`, `hms`, `webhook`, `google-oauth`, `hms-oauth`, `apns`, `webpush`.
         public var provider: String
-        /// The device token, or the webhook's name.
+        /// The device token (APNs: the hex token of the path), the webhook's name, or the Web
+        /// Push subscription's name.
         public var target: String
-        /// FCM: the `data` object; HMS: the `data` string; webhook: the body.
+        /// FCM: the `data` object; HMS: the `data` string; webhook and APNs: the body as sent;
+        /// Web Push: the decrypted plaintext (empty when the body did not decrypt).
         public var data: [UInt8]
         /// The status answered.
         public var status: Int
@@ -57,6 +63,8 @@ public final class FakeProviders: Sendable {
         /// microseconds since the epoch by the system clock, for latency benchmarks.
         public var arrivedMicros: Int64 = 0
         public var answeredMicros: Int64 = 0
+        /// Web Push: the body as received (encrypted); empty for the other providers.
+        public var raw: [UInt8] = []
     }
 
     /// Microseconds since the epoch, by the system clock.
@@ -94,6 +102,14 @@ public final class FakeProviders: Sendable {
         var googleOAuthFault: Step?
         var hmsOAuthFault: Step?
         var tokenLifetime: Int64 = 3599
+        /// APNs: the `iat` of the team's current provider token (the newest accepted).
+        var apnsTokenIssuedAt: Int64?
+        /// Web Push: the subscriptions by name.
+        var webPushSubscribers: [String: WebPushSubscriber] = [:]
+        /// Web Push: the VAPID public key (`k`, decoded) subscriptions were made under.
+        var webPushVAPIDKey: [UInt8]?
+        /// Web Push: messages created (the `Location` of the next is `/message/<n + 1>`).
+        var webPushMessages = 0
     }
 
     let state = Mutex(State())
@@ -104,6 +120,8 @@ public final class FakeProviders: Sendable {
     public let hmsClientSecret = "s3cr/et+&="
     public let webhookSecrets: [String: String]
     public let baseURL: String
+    /// The APNs team's signing key (its `.p8`), made at start.
+    let apnsKey: P256.Signing.PrivateKey
     let clock: any ServiceClock
     let task: Task<Void, any Error>
 
@@ -138,6 +156,8 @@ public final class FakeProviders: Sendable {
             try await box.fakes!.hms(request, client: context.parameters.get("client") ?? "")
         }
         router.post("/hooks/:name") { request, context in try await box.fakes!.webhook(request, name: context.parameters.get("name") ?? "") }
+        router.post("/3/device/:token") { request, context in try await box.fakes!.apns(request, token: context.parameters.get("token") ?? "") }
+        router.post("/push/:name") { request, context in try await box.fakes!.webPush(request, name: context.parameters.get("name") ?? "") }
         var logger = Logger(label: "fake-providers")
         logger.logLevel = .critical
         let server: HTTPServerBuilder
@@ -204,6 +224,7 @@ public final class FakeProviders: Sendable {
         serviceAccountJSON = writer.bytes
         serviceAccount = try ServiceAccountKey(json: serviceAccountJSON)
         self.baseURL = baseURL
+        self.apnsKey = P256.Signing.PrivateKey()
         self.webhookSecrets = webhooks
         self.clock = clock
         self.task = task
@@ -217,7 +238,8 @@ public final class FakeProviders: Sendable {
 
     // MARK: - Scripting and inspection
 
-    /// The answers for a device token (or `webhook:<name>`), in order; after them, normal.
+    /// The answers for a device token (APNs: the hex token; or `webhook:<name>`, or a Web Push
+    /// subscription's name), in order; after them, normal.
     public func script(_ target: String, _ steps: [Step]) {
         state.withLock { $0.scripts[target] = steps }
     }
@@ -249,7 +271,10 @@ public final class FakeProviders: Sendable {
 
     // MARK: - Handlers
 
-    func record(_ provider: String, _ target: String, _ data: [UInt8], _ status: Int, _ request: Request, arrived: Int64? = nil, arrivedMicros: Int64? = nil) {
+    func record(
+        _ provider: String, _ target: String, _ data: [UInt8], _ status: Int, _ request: Request, arrived: Int64? = nil, arrivedMicros: Int64? = nil,
+        raw: [UInt8] = []
+    ) {
         var headers: [String: String] = [:]
         for field in request.headers { headers[field.name.canonicalName] = field.value }
         let at = clock.now
@@ -258,7 +283,7 @@ public final class FakeProviders: Sendable {
             $0.received.append(
                 Received(
                     provider: provider, target: target, data: data, status: status, headers: headers, at: at, arrivedAt: arrived ?? at,
-                    arrivedMicros: arrivedMicros ?? answered, answeredMicros: answered))
+                    arrivedMicros: arrivedMicros ?? answered, answeredMicros: answered, raw: raw))
         }
     }
 
