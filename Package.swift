@@ -159,6 +159,7 @@ let package = Package(
             name: "PushDemo",
             dependencies: [
                 "PushCore",
+                .product(name: "Crypto", package: "swift-crypto"),
                 "PushJOSE",
                 "PushService",
                 "PushTestSupport",
@@ -243,7 +244,10 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
-        .testTarget(name: "EndToEndTests", dependencies: ["PushCore", "PushJOSE", "PushStore", "PushTestSupport"]),
+        .testTarget(
+            name: "EndToEndTests",
+            dependencies: ["PushCore", "PushJOSE", "PushStore", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

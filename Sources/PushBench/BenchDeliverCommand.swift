@@ -1,4 +1,5 @@
 import ArgumentParser
+import Crypto
 import Foundation
 import Logging
 import CryptoExtras
@@ -7,6 +8,7 @@ import PushDelivery
 import PushJOSE
 import PushService
 import PushStore
+import PushTestSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -40,8 +42,17 @@ struct BenchDeliver: AsyncParsableCommand {
     @Option(help: "Use this PostgreSQL database's outbox (emptied first) instead of SQLite: postgres://user@host:port/db.") var postgres: String?
     @Option(help: "With --postgres: worker processes claiming from the shared outbox side by side, as instances do.") var instances = 1
     @Option(help: ArgumentHelp("(internal) run as a worker with this claimant", visibility: .hidden)) var worker: String?
+    @Flag(help: "With --tls: deliver to APNs as well as FCM, on one nginx that answers both (PushTestSupport's, the fixtures' CA), h2load beside them.")
+    var apns = false
 
     func run() async throws {
+        if apns {
+            guard tls, url == nil, postgres == nil else {
+                throw ValidationError("--apns goes with --tls (APNs speaks HTTP/2 over TLS only), without --url or --postgres: it starts its own fake")
+            }
+            try await runFCMAndAPNs()
+            return
+        }
         // Sources/PushBench/ → the repository → its folder, where `shared/` sits beside it.
         let peerFolder = peer ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent("shared/bench").path
@@ -162,6 +173,79 @@ struct BenchDeliver: AsyncParsableCommand {
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
         return Int64(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) * 1_000_000 + Int64(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec)
+    }
+
+    /// FCM and APNs on one nginx (the fixtures' certificate): the same notifications through
+    /// each sender and the dispatcher from a durable SQLite outbox, then h2load on the same
+    /// fake, in one run.
+    func runFCMAndAPNs() async throws {
+        let server = try HTTP2TestServer.nginx()
+        defer { server.stop() }
+        let base = "https://localhost:\(server.port)"
+        let ca = ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path
+        var rates: [String: Double] = [:]
+        for provider in ["fcm", "apns"] {
+            let transport = try makeTransport(caFile: ca)
+            let context = SenderContext(transport: transport, timeout: .seconds(10), clock: SystemClock())
+            let sender: any NotificationSender
+            if provider == "apns" {
+                let token = try APNsProviderToken(teamID: "TEAM012345", keyID: "KEY0123456", privateKeyPEM: P256.Signing.PrivateKey().pemRepresentation)
+                sender = APNsSender(endpoint: base, topic: "com.example.bench", token: token, storage: 7_200, context: context)
+            } else {
+                sender = FCMSender(key: try Self.serviceAccount(tokenURI: base + "/token"), endpoint: base, context: context)
+            }
+            rates[provider] = try await deliverFromSQLite(sender: sender, kind: provider == "apns" ? .apns : .mobile, transport: transport)
+        }
+        let limit = try Self.h2load(url: base, messages: messages, caFile: ca)
+        if let fcm = rates["fcm"], let apns = rates["apns"] {
+            print(String(format: "APNs / FCM: %.2f", apns / fcm))
+            if let limit { print(String(format: "pushdispatch / h2load: FCM %.1f %%, APNs %.1f %%", fcm / limit * 100, apns / limit * 100)) }
+        }
+    }
+
+    /// `messages` notifications of `kind` from a new SQLite outbox through `sender` and the
+    /// dispatcher; prints and returns deliveries/s.
+    func deliverFromSQLite(sender inner: any NotificationSender, kind: SubscriptionKind, transport: any HTTPTransport) async throws -> Double {
+        let folder = try temporaryFolder("deliver-\(kind.rawValue)")
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        let store = try await IngestBenchmark.prepare(folder: folder, subscriptions: messages, v2: false)
+        let subscriptions = try await store.subscriptions(app: "bench", after: 0, limit: messages)
+        let payload = Array(
+            #"{"s":"OK","t":"value","app":"bench","sp":"/some/webcom/path","d":"{\"a\":\"WGj2WtQWVEjQGhQqb7r678xW3PwWmB4Z3zj\"}"}"#.utf8)
+        var batch = CommitBatch(now: Int64(Date().timeIntervalSince1970 * 1000))
+        batch.operations = subscriptions.enumerated().map { index, subscription in
+            .notify(
+                OutboxEntry(
+                    app: "bench", subscriptionHandle: subscription.handle!, subscriptionID: subscription.id, kind: kind,
+                    target: kind == .apns ? String(format: "%064x", index + 1) : subscription.tuple.context, destination: nil, notification: .value,
+                    payload: payload, recordSeq: 1))
+        }
+        _ = try await store.commit(batch)
+        let answers = AnswerLog()
+        var logger = Logger(label: "bench")
+        logger.logLevel = .error
+        let dispatcher = Dispatcher(
+            store: store, senders: OneSender(sender: LoggingSender(inner: inner, log: answers)),
+            configuration: .init(perProvider: concurrency, perApp: concurrency, maximumInFlight: concurrency * 2),
+            notices: NoNotices(), index: NoIndex(), clock: SystemClock(), logger: logger)
+        let start = ContinuousClock.now
+        let cpuBefore = Self.cpuMicroseconds()
+        let task = Task { try await dispatcher.run() }
+        while try await store.outboxDepth().count > 0 { try await Task.sleep(for: .milliseconds(10)) }
+        let elapsed = ContinuousClock.now - start
+        let cpu = Self.cpuMicroseconds() - cpuBefore
+        task.cancel()
+        _ = try? await task.value
+        try await transport.shutdown()
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let delivered = dispatcher.counters.deliveries(provider: inner.provider, outcome: "delivered")
+        let rate = Double(delivered) / seconds
+        print(
+            String(
+                format: "pushdispatch → %@: %d/%d delivered in %.2f s = %.0f deliveries/s (HTTP/2, %d connections, %d at once); %.1f µs CPU per delivery (all threads)",
+                inner.provider, delivered, messages, seconds, rate, connections, concurrency, Double(cpu) / Double(max(1, delivered))))
+        fflush(nil)
+        return rate
     }
 
     /// h2load on the same fake, as run_peer_tls.sh runs it (4 connections × 100 streams): its
@@ -304,7 +388,7 @@ final class AnswerLog: Sendable {
 
 /// Sends through `inner` and notes each answer in `log`.
 struct LoggingSender: NotificationSender {
-    let inner: FCMSender
+    let inner: any NotificationSender
     let log: AnswerLog
     var provider: String { inner.provider }
 

@@ -102,6 +102,9 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     /// No notification claimed, in flight or waiting for its settlement.
     var isIdle: Bool { state.withLock { $0.machine.isIdle } }
 
+    /// Senders slowed down (a 429, a quota), until when (tests).
+    var slowedDown: [SenderKey: Int64] { state.withLock { $0.machine.slowedUntil } }
+
     public func run() async throws {
         try await store.releaseClaims(claimant: configuration.releaseAllAtStart ? nil : configuration.claimant)
         await withDiscardingTaskGroup { group in

@@ -20,7 +20,7 @@ extension Demo {
     }
 
     func printNew() {
-        let received = fakes.received.filter { ["fcm", "hms", "webhook"].contains($0.provider) }
+        let received = fakes.received.filter { ["fcm", "hms", "webhook", "apns", "webpush"].contains($0.provider) }
         let start = printed.withLock { count -> Int in
             defer { count = received.count }
             return count
@@ -35,6 +35,8 @@ extension Demo {
         let answer: String
         switch (request.provider, request.status) {
         case (_, 200) where request.provider == "hms": answer = "HMS answered 200 (code 80000000, success)"
+        case ("apns", 200): answer = "APNs answered 200 (a background push: aps.content-available, the data keys beside it)"
+        case ("webpush", 201): answer = "the push service answered 201 Created (VAPID checked; the body decrypted with the browser's key)"
         case (_, 200) where retried(request): answer = "FCM answered 200: the retry of the 503 above went through"
         case (_, 200): answer = "\(request.provider == "fcm" ? "FCM" : "the webhook") answered 200"
         case ("fcm", 503): answer = "FCM answered 503 UNAVAILABLE: retried after the back-off (1 s ±20 %)"
@@ -43,21 +45,28 @@ extension Demo {
         default: answer = "answered \(request.status)"
         }
         say("     → \(pad(name, 10)) via \(pad(request.provider, 7)) \(answer)")
-        guard request.status == 200 || request.status == 404 || request.status == 503 else { return }
+        guard request.status == 200 || request.status == 201 || request.status == 404 || request.status == 503 else { return }
         let event: String
         if request.provider == "webhook" {
             event = "body " + String(decoding: request.data, as: UTF8.self)
         } else {
-            let payload = String(decoding: request.data, as: UTF8.self)
+            let payload = Self.dataMap(request)
             let version = payload.contains("\"ver\":\"v2\"") ? (payload.contains("\"kid\"") ? "v2, encrypted (JWE)" : "v2, signed (JWS)") : "v1"
             let size = request.data.count
-            if let decoded = try? PayloadDecoder(keys: keys).decode(request.data) {
+            if let decoded = try? PayloadDecoder(keys: keys).decode(Array(payload.utf8)) {
                 event = "\(version), \(size) bytes; decoded: \(String(decoding: decoded, as: UTF8.self).clipped(220))"
             } else {
                 event = "\(version), \(size) bytes: \(payload.clipped(220))"
             }
         }
         say("                        \(event)")
+    }
+
+    /// The data map a device got: APNs's body without `aps`; Web Push's decrypted body.
+    static func dataMap(_ request: FakeProviders.Received) -> String {
+        let text = String(decoding: request.data, as: UTF8.self)
+        let aps = #"{"aps":{"content-available":1},"#
+        return request.provider == "apns" && text.hasPrefix(aps) ? "{" + text.dropFirst(aps.count) : text
     }
 
     /// Whether the request before this one to the same target was refused with a 503.
@@ -91,6 +100,8 @@ extension Demo {
             ("iphone was woken up for the inbox", { self.statuses("iphone").contains(200) }),
             ("mate received child events, then an OnlyKeys one", { self.statuses("mate").filter { $0 == 200 }.count >= 3 && self.seen("mate", "OnlyKeys") }),
             ("tablet received encrypted values", { self.statuses("tablet").filter { $0 == 200 }.count >= 3 }),
+            ("ipad was told of the new message through APNs", { self.statuses("ipad").contains(200) && self.seen("ipad", "OK") }),
+            ("the browser received the lobby's child events through Web Push", { self.statuses("browser").filter { $0 == 201 }.count >= 2 && self.seen("browser", "OnlyKeys") }),
             ("the webhook received the order", { self.statuses("crm").contains(200) }),
             ("flaky-phone: a 503, then delivered after the retry", { self.statuses("flaky").first == 503 && self.statuses("flaky").contains(200) }),
             ("old-phone: UNREGISTERED once, then nothing", { self.statuses("old-phone") == [404] }),
@@ -108,7 +119,7 @@ extension Demo {
     func seen(_ name: String, _ status: String) -> Bool {
         guard let subscription = subscriptions.first(where: { $0.name == name }) else { return false }
         return fakes.received(provider: subscription.provider).contains { request in
-            guard request.target == subscription.target, let event = try? PayloadDecoder(keys: keys).decode(request.data) else { return false }
+            guard request.target == subscription.target, let event = try? PayloadDecoder(keys: keys).decode(Array(Self.dataMap(request).utf8)) else { return false }
             return (try? JSONParser.parse(event))?["s"] == .string(status)
         }
     }
@@ -122,16 +133,16 @@ extension Demo {
 
     func summaryTable() async throws {
         say("\n5. Summary: what each subscription received")
-        say("   \(pad("name", 10)) \(pad("provider", 8)) \(pad("mode", 10)) \(pad("format", 7)) \(pad("200", 4)) \(pad("other", 6)) subscribed")
+        say("   \(pad("name", 10)) \(pad("provider", 8)) \(pad("mode", 10)) \(pad("format", 7)) \(pad("2xx", 4)) \(pad("other", 6)) subscribed")
         for subscription in subscriptions {
             let statuses = statuses(subscription.name)
             let answer = try await request("/datasync/v2/toto/subscriptions/alice/\(subscription.id)", method: .GET, body: nil)
             let format = subscription.provider == "webhook" ? "-" : (subscription.document["format"]?.stringValue ?? "v2")
             let mode = subscription.document["mode"]?.stringValue ?? "noData"
-            let other = statuses.filter { $0 != 200 }.map(String.init).joined(separator: ",")
+            let other = statuses.filter { !(200..<300).contains($0) }.map(String.init).joined(separator: ",")
             say(
                 "   \(pad(subscription.name, 10)) \(pad(subscription.provider, 8)) \(pad(mode, 10)) \(pad(format, 7)) "
-                    + "\(pad(String(statuses.filter { $0 == 200 }.count), 4)) \(pad(other.isEmpty ? "-" : other, 6)) \(answer.status == 200 ? "yes" : "no (revoked)")")
+                    + "\(pad(String(statuses.filter { (200..<300).contains($0) }.count), 4)) \(pad(other.isEmpty ? "-" : other, 6)) \(answer.status == 200 ? "yes" : "no (revoked)")")
         }
     }
 

@@ -1,3 +1,4 @@
+import Crypto
 import AsyncHTTPClient
 import Foundation
 import Logging
@@ -14,8 +15,24 @@ struct DemoSubscription {
     var name: String
     var why: String
     var document: JSON
-    var provider: String { document["kind"]?.stringValue == "huawei" ? "hms" : document["kind"]?.stringValue == "webhook" ? "webhook" : "fcm" }
-    var target: String { provider == "webhook" ? (document["destination"]?.stringValue ?? "") : (document["context"]?.stringValue ?? "") }
+    var provider: String {
+        switch document["kind"]?.stringValue {
+        case "huawei": "hms"
+        case "webhook": "webhook"
+        case "apns": "apns"
+        case "webpush": "webpush"
+        default: "fcm"
+        }
+    }
+    /// What the fakes record as the target: the webhook's name, the browser subscription's
+    /// name, else the device token.
+    var target: String {
+        switch provider {
+        case "webhook": document["destination"]?.stringValue ?? ""
+        case "webpush": Demo.browser
+        default: document["context"]?.stringValue ?? ""
+        }
+    }
     var id = ""
 }
 
@@ -39,6 +56,8 @@ public final class Demo: @unchecked Sendable {
     var failures: [String] = []
     let printed = Mutex(0)
     static let webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+    /// The name of Alice's browser subscription at the fake push service.
+    static let browser = "firefox-alice"
 
     /// - Parameters:
     ///   - keep: keep the temporary folder (and say where it is).
@@ -132,6 +151,15 @@ public final class Demo: @unchecked Sendable {
     func writeConfiguration() throws -> ServiceConfiguration {
         let serviceAccount = folder.appendingPathComponent("service-account.json")
         try Data(fakes.serviceAccountJSON).write(to: serviceAccount)
+        // APNs: the fake team's .p8; Web Push: an application server key made for the run.
+        let apnsKey = folder.appendingPathComponent("AuthKey_\(FakeProviders.apnsKeyID).p8")
+        let vapid = P256.Signing.PrivateKey()
+        let vapidKey = folder.appendingPathComponent("vapid.pem")
+        for (file, text) in [(serviceAccount, String(decoding: fakes.serviceAccountJSON, as: UTF8.self)), (apnsKey, fakes.apnsPrivateKeyPEM), (vapidKey, vapid.pemRepresentation)] {
+            try Data(text.utf8).write(to: file)
+            try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: file.path)
+        }
+        fakes.setWebPushVAPIDKey(Base64URL.encodeToString(vapid.publicKey.x963Representation))
         let document: JSON = [
             "store": ["sqlite": .string(folder.appendingPathComponent("pushdispatch.db").path)],
             "ingest": [
@@ -149,6 +177,12 @@ public final class Demo: @unchecked Sendable {
                         "clientId": .string(fakes.hmsClientID), "clientSecret": .string(fakes.hmsClientSecret), "endpoint": .string(fakes.hmsEndpoint),
                         "tokenEndpoint": .string(fakes.hmsTokenEndpoint),
                     ],
+                    "apns": [
+                        "teamId": .string(FakeProviders.apnsTeamID), "keyId": .string(FakeProviders.apnsKeyID), "privateKey": .string("file:" + apnsKey.path),
+                        "topic": .string(FakeProviders.apnsTopic), "endpoint": .string(fakes.apnsEndpoint),
+                    ],
+                    // The fake push service is on loopback: allowed here, refused by default.
+                    "webpush": ["vapidPrivateKey": .string("file:" + vapidKey.path), "subject": "mailto:demo@example.com", "allowPrivateAddresses": true],
                     "webhooks": ["orders": ["url": .string(fakes.webhookURL("orders")), "secret": .string(Self.webhookSecret)]],
                     "keys": .string(fixtures.appendingPathComponent("jose/test-keyset.json").path),
                     "signingKey": "sig-es",
@@ -184,7 +218,7 @@ public final class Demo: @unchecked Sendable {
             try await Task.sleep(for: .milliseconds(20))
         }
         say("The service listens on http://127.0.0.1:\(port) (REST API, /metrics, /readyz, /status); SQLite store in \(folder.path)")
-        say("Fake FCM, HMS, Google OAuth, HMS OAuth and webhook receiver: \(fakes.baseURL) (HTTPS, HTTP/2, test CA).\n")
+        say("Fake FCM, HMS, APNs, Web Push service, Google OAuth, HMS OAuth and webhook receiver: \(fakes.baseURL) (HTTPS, HTTP/2, test CA).\n")
     }
 
     func register() async throws {
@@ -192,6 +226,11 @@ public final class Demo: @unchecked Sendable {
         let list = try JSONParser.parse(Array(try Data(contentsOf: fixtures.appendingPathComponent("demo/subscriptions.json"))))
         for item in list.arrayValue ?? [] {
             guard case .object(var document) = item["doc"] ?? .null else { continue }
+            if document[Key("context")] == .string("BROWSER-SUBSCRIPTION") {
+                // What the browser's PushSubscription.toJSON() gives the app: the fake push
+                // service made the subscription and keeps its private key.
+                document = document.setting(Key("context"), to: try JSONParser.parse(Array(fakes.webPushSubscription(Self.browser).utf8)))
+            }
             if document[Key("encryption")] == .string("DEVICE-KEY") {
                 document = document.setting(Key("encryption"), to: ["alg": "ECDH-ES", "enc": "A256GCM", "kid": "dev-ec", "jwk": devicePublicKey])
             }

@@ -26,7 +26,7 @@ public final class HTTP2TestServer: Sendable {
     /// The FCM success answer both servers give.
     public static let answer = #"{"name":"projects/p/messages/0:1500415314455276%31bd1c9631bd1c96"}"#
 
-    /// nginx as a fake FCM over TLS: `http2` on (else HTTP/1.1 only, to test the fallback),
+    /// nginx as a fake FCM (and APNs, `/3/device/`) over TLS: `http2` on (else HTTP/1.1 only, to test the fallback),
     /// at most `requestsPerConnection` requests on a connection before it sends GOAWAY.
     public static func nginx(http2: Bool = true, requestsPerConnection: Int = 1_000_000) throws -> HTTP2TestServer {
         guard FileManager.default.isExecutableFile(atPath: nginxPath) else {
@@ -55,6 +55,8 @@ public final class HTTP2TestServer: Sendable {
                 ssl_protocols TLSv1.2 TLSv1.3;
                 location /token { default_type application/json; return 200 '{"access_token":"ya29.fake","expires_in":3599,"token_type":"Bearer"}'; }
                 location /v1/ { default_type application/json; return 200 '\(answer)'; }
+                # APNs answers a push it took with 200 and no body.
+                location /3/device/ { add_header apns-id 8C7E4C6D-7A50-4B0F-9C3E-000000000001; return 200 ''; }
               }
             }
             """

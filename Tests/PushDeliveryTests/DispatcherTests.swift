@@ -35,7 +35,7 @@ final class DeliveryHarness: @unchecked Sendable {
     let store: SQLiteStore
     let path: String
     let transport: HTTP2Transport
-    let directory: Directory
+    var directory: Directory
     let random: RandomValue
     let counters = DeliveryCounters()
     var dispatcher: Dispatcher!
@@ -46,16 +46,24 @@ final class DeliveryHarness: @unchecked Sendable {
         let fcm: FCMSender
         let hms: HMSSender
         let webhook: WebhookSender
+        /// With TLS only: the APNs fake speaks HTTP/2, and browser subscriptions are `https`.
+        var apns: APNsSender?
+        var webpush: WebPushSender?
 
         func sender(for entry: OutboxEntry) -> (any NotificationSender)? {
             switch entry.kind {
             case .mobile: fcm
             case .huawei: hms
             case .webhook: entry.destination == "orders" ? webhook : nil
-            case .apns, .webpush: nil
+            case .apns: apns
+            case .webpush: webpush
             }
         }
     }
+
+    /// The application server's VAPID key of the Web Push sender (TLS harness).
+    let vapid = VAPIDKey(privateKey: .init())
+    static let vapidSubject = "mailto:push-admin@example.com"
 
     var now: @Sendable () -> Int64 {
         let clock = clock
@@ -81,6 +89,14 @@ final class DeliveryHarness: @unchecked Sendable {
                 clientID: fakes.hmsClientID, clientSecret: fakes.hmsClientSecret, endpoint: fakes.hmsEndpoint, tokenEndpoint: fakes.hmsTokenEndpoint,
                 context: context),
             webhook: WebhookSender(url: fakes.webhookURL("orders"), secret: try WebhookSecret(Self.webhookSecret), context: context))
+        if tls {
+            let token = try APNsProviderToken(teamID: FakeProviders.apnsTeamID, keyID: FakeProviders.apnsKeyID, privateKeyPEM: fakes.apnsPrivateKeyPEM)
+            directory.apns = APNsSender(endpoint: fakes.apnsEndpoint, topic: FakeProviders.apnsTopic, token: token, storage: 7_200, context: context)
+            // The fake runs on loopback: private addresses allowed here (the policy is tested on its own).
+            directory.webpush = WebPushSender(
+                vapid: vapid, subject: Self.vapidSubject, policy: WebPushEndpointPolicy(allowPrivateAddresses: true), ttl: 7_200, context: context)
+            fakes.setWebPushVAPIDKey(vapid.publicKeyText)
+        }
         makeDispatcher(configuration: configuration)
     }
 

@@ -62,14 +62,29 @@ struct ConfiguredSenders: SenderDirectory {
     {
         var applications: [String: Application] = [:]
         let window = configuration.delivery.retry.window.components.seconds
-        for (id, app) in configuration.apps {
+        // One provider token per team and key, shared by the applications that use them: APNs
+        // counts token renewals per team, so applications renewing their own would together
+        // renew too often (429 TooManyProviderTokenUpdates).
+        var tokens: [String: (app: String, pem: String, token: APNsProviderToken)] = [:]
+        for (id, app) in configuration.apps.sorted(by: { $0.key < $1.key }) {
             var prepared = Application(webhooks: [:])
             if let apns = app.apns {
+                let key = apns.teamID + "/" + apns.keyID
+                if let shared = tokens[key], shared.pem != apns.privateKey.value {
+                    throw ConfigurationError(
+                        "apps.\(id).apns.privateKey: key \(apns.keyID) of team \(apns.teamID) is configured with another key in apps.\(shared.app).apns; "
+                            + "one key id is one key")
+                }
                 let token: APNsProviderToken
-                do {
-                    token = try APNsProviderToken(teamID: apns.teamID, keyID: apns.keyID, privateKeyPEM: apns.privateKey.value)
-                } catch {
-                    throw ConfigurationError("apps.\(id).\(error)")
+                if let shared = tokens[key] {
+                    token = shared.token
+                } else {
+                    do {
+                        token = try APNsProviderToken(teamID: apns.teamID, keyID: apns.keyID, privateKeyPEM: apns.privateKey.value)
+                    } catch {
+                        throw ConfigurationError("apps.\(id).\(error)")
+                    }
+                    tokens[key] = (id, apns.privateKey.value, token)
                 }
                 prepared.apns = APNsSender(endpoint: apns.endpoint, topic: apns.topic, token: token, storage: window, context: context)
             }
