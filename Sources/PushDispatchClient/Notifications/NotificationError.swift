@@ -48,7 +48,8 @@ public struct NotificationError: Error, Sendable, Equatable, CustomStringConvert
     /// What failed, for a person.
     public let message: String
 
-    init(_ code: Code, _ message: String) {
+    /// An error with its code and message.
+    public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = Bounded.text(message, limit: 600)
     }
