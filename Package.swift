@@ -223,7 +223,9 @@ let package = Package(
         ),
         .testTarget(
             name: "PushDispatchClientTests",
-            dependencies: ["PushDispatchClient", "PushCore", "PushJOSE", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "PushDispatchClient", "PushCore", "PushJOSE", "PushDelivery", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushTestSupport"]),
         .testTarget(
