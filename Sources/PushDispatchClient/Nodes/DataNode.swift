@@ -45,6 +45,7 @@ public struct DataNode: Sendable, Hashable, CustomStringConvertible {
         lhs.service === rhs.service && lhs.location == rhs.location
     }
 
+    /// Hashes the service object's identity and the path.
     public func hash(into hasher: inout Hasher) {
         hasher.combine(ObjectIdentifier(service))
         hasher.combine(location)

@@ -40,6 +40,7 @@ public struct NotificationError: Error, Sendable, Equatable, CustomStringConvert
         /// Larger than any notification of the service.
         public static let tooLarge = Code("too_large")
 
+        /// The code's name.
         public var description: String { name }
     }
 
@@ -59,6 +60,7 @@ public struct NotificationError: Error, Sendable, Equatable, CustomStringConvert
         lhs.code == rhs.code
     }
 
+    /// The code and the message.
     public var description: String { "\(code.name): \(message)" }
 
     static func malformed(_ message: String) -> NotificationError {

@@ -56,6 +56,7 @@ public struct PushClientError: Error, Sendable, Equatable, CustomStringConvertib
         /// Some subscriptions could not be moved to the new device token (see the message).
         public static let partialUpdate = Code("partial_update")
 
+        /// The code's text.
         public var description: String { name }
     }
 
@@ -78,6 +79,7 @@ public struct PushClientError: Error, Sendable, Equatable, CustomStringConvertib
         lhs.code == rhs.code
     }
 
+    /// The code, the message and the HTTP status.
     public var description: String {
         status.map { "\(code.name): \(message) (HTTP \($0))" } ?? "\(code.name): \(message)"
     }

@@ -39,7 +39,8 @@ extension PushDispatch {
         /// seconds.
         public var keysRefetchInterval: Duration
         /// The session requests go through. Default: an ephemeral session (no cookies, no
-        /// cache).
+        /// cache) that follows no redirect (a redirect would carry the bearer token away). A
+        /// session of the app's should refuse redirects too.
         public var session: URLSession
 
         /// A configuration with the defaults above.
@@ -47,7 +48,7 @@ extension PushDispatch {
             baseURL: URL, app: String, credentials: @escaping CredentialsProvider, deviceToken: DeviceToken? = nil,
             keyStore: (any DeviceKeyStore)? = nil, sharedKeys: [JWK] = [], requestTimeout: Duration = .seconds(30),
             keysMaxAge: Duration = .seconds(3600), keysRefetchInterval: Duration = .seconds(60),
-            session: URLSession = URLSession(configuration: .ephemeral)
+            session: URLSession? = nil
         ) {
             self.baseURL = baseURL
             self.app = app
@@ -58,7 +59,7 @@ extension PushDispatch {
             self.requestTimeout = requestTimeout
             self.keysMaxAge = keysMaxAge
             self.keysRefetchInterval = keysRefetchInterval
-            self.session = session
+            self.session = session ?? RefusingRedirects.session()
         }
     }
 }

@@ -63,6 +63,7 @@ public enum SubscriptionTarget: Sendable, Hashable, CustomStringConvertible {
     /// A kind this version of the library does not know, as the service wrote it.
     case other(kind: String, context: String?)
 
+    /// The device, webhook or kind, briefly (never a whole device token).
     public var description: String {
         switch self {
         case .device(let token): return token.description
