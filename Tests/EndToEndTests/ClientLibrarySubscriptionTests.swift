@@ -87,6 +87,19 @@ struct ClientLibrarySubscriptionTests {
         #expect(harness.fcmMessages("cancel-device") == 0)
     }
 
+    @Test("a uid with characters a URL must escape (space, /, ?, #, %, dots, non-ASCII) works, encoded once")
+    func unusualUID() async throws {
+        let harness = try await ClientLibraryHarness.start()
+        defer { Task { await harness.stop() } }
+        for uid in ["ann é/1 ?#%41", "..", "a.b"] {
+            let push = try harness.client(uid: uid, device: try .fcm("uid-device"))
+            let subscription = try await push.node(for: "/u").subscribeThroughNotifications()
+            #expect(try await push.subscriptions() == [subscription], "\(uid)")
+            try await subscription.cancel()
+            #expect(try await push.subscriptions().isEmpty, "\(uid)")
+        }
+    }
+
     @Test("errors say what the service answered: permission_denied, conflict, too_many_subscriptions, unauthorized, forbidden, bad_request; never the token")
     func errors() async throws {
         let harness = try await ClientLibraryHarness.start()
