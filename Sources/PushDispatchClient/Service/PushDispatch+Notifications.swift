@@ -25,6 +25,11 @@ extension PushDispatch {
         try await read { reader throws(NotificationError) in try reader.read(json: bytes) }
     }
 
+    /// Reads a data payload given as JSON text (HMS's `RemoteMessage.getData()`).
+    public func notification(fromJSON text: String) async throws(NotificationError) -> PushNotification {
+        try await notification(fromJSON: Array(text.utf8))
+    }
+
     /// A reader with the keys known now: the service's public keys (fetched if need be), the
     /// shared keys and the device key. For apps that read notifications where no network is
     /// at hand (keep the reader); ``notification(from:)`` does the fetching itself.
@@ -45,7 +50,10 @@ extension PushDispatch {
         } catch {
             throw NotificationError(.keysUnavailable, "the device key could not be read: \(error)")
         }
-        return try NotificationReader(app: app, keys: (deviceKey.map { [$0] } ?? []) + sharedKeys + published)
+        // A kid the application shares wins over the same kid fetched from the service.
+        let sharedKIDs = Set(sharedKeys.compactMap(\.kid))
+        let fetched = published.filter { !sharedKIDs.contains($0.kid ?? "") }
+        return try NotificationReader(app: app, keys: (deviceKey.map { [$0] } ?? []) + sharedKeys + fetched)
     }
 
     /// Reads with the current keys; on an unknown `kid`, fetches the service's keys again (at
