@@ -63,11 +63,6 @@ struct RESTClient: Sendable {
         return answer
     }
 
-    /// The uid of the signed-in user.
-    func uid() async throws(PushClientError) -> String {
-        try await currentCredentials(forceRefresh: false).uid
-    }
-
     func currentCredentials(forceRefresh: Bool) async throws(PushClientError) -> Credentials {
         let current: Credentials
         do {

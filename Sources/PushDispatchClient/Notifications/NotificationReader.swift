@@ -111,10 +111,4 @@ public struct NotificationReader: Sendable {
         case .keyMismatch: return NotificationError(.keyMismatch, error.description)
         }
     }
-
-    /// The `kid` of an unknown-key failure.
-    static func unknownKeyID(_ error: JOSEError) -> String? {
-        if case .unknownKeyID(let kid) = error.code { return kid }
-        return nil
-    }
 }

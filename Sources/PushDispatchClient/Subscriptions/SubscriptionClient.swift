@@ -68,6 +68,10 @@ struct SubscriptionClient: Sendable {
         guard (1...128).contains(id.utf8.count), id.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "/") }) else {
             throw .invalidResponse("the subscription id \(Bounded.quoted(id)) is not an id")
         }
+        let path = try string("path")
+        guard let parsed = try? Path(path), parsed.string == path else {
+            throw .invalidResponse("the subscription document's path \(Bounded.quoted(path)) is not a canonical path")
+        }
         let kind = try string("kind")
         let context = try optionalString("context")
         let target: SubscriptionTarget
@@ -84,7 +88,7 @@ struct SubscriptionClient: Sendable {
             throw .invalidResponse("the subscription document has mode \(Bounded.quoted(modeText)) and format \(Bounded.quoted(formatText))")
         }
         return NodeSubscription(
-            id: id, path: try string("path"), target: target, mode: mode, format: format, createdAt: try date("createdAt"),
+            id: id, path: path, target: target, mode: mode, format: format, createdAt: try date("createdAt"),
             expiresAt: try date("expirationTimestampSeconds"), encryption: object[Key("encryption")].flatMap { $0.isNull ? nil : $0 },
             client: self)
     }
