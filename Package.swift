@@ -3,7 +3,9 @@ import PackageDescription
 
 let package = Package(
     name: "pushdispatch",
-    platforms: [.macOS(.v15)],
+    // iOS 18 with macOS 15: PushCore and PushJOSE use `Synchronization.Mutex`, which both
+    // require; the app library PushDispatchClient builds for both.
+    platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .executable(name: "pushdispatch", targets: ["pushdispatch"]),
         .executable(name: "pushdispatch-bench", targets: ["pushdispatch-bench"]),
@@ -15,6 +17,9 @@ let package = Package(
         .library(name: "PushEngine", targets: ["PushEngine"]),
         .library(name: "PushIngest", targets: ["PushIngest"]),
         .library(name: "PushDelivery", targets: ["PushDelivery"]),
+        // For apps: subscribe and read notifications (Linux and Apple platforms).
+        .library(name: "PushDispatchClient", targets: ["PushDispatchClient"]),
+        .executable(name: "pushdispatch-client-sample", targets: ["pushdispatch-client-sample"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -204,6 +209,25 @@ let package = Package(
             ],
             path: "Sources/PushBench"
         ),
+        // The library for apps: nodes and subscriptions over the REST API (URLSession), the
+        // device key, notifications read and checked. The pure core, JOSE and swift-crypto
+        // only: no NIO, no server module, so that it builds for Apple platforms too.
+        .target(
+            name: "PushDispatchClient",
+            dependencies: ["PushCore", "PushJOSE", .product(name: "Crypto", package: "swift-crypto")]
+        ),
+        // A sample app of the library: subscribes, then prints the notifications it reads.
+        .executableTarget(
+            name: "pushdispatch-client-sample",
+            dependencies: ["PushDispatchClient", "PushCore", "PushJOSE", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Sources/PushDispatchClientSample"
+        ),
+        .testTarget(
+            name: "PushDispatchClientTests",
+            dependencies: [
+                "PushDispatchClient", "PushCore", "PushJOSE", "PushDelivery", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+            ]
+        ),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushTestSupport"]),
         .testTarget(
             name: "PushJOSETests",
@@ -246,7 +270,9 @@ let package = Package(
         ),
         .testTarget(
             name: "EndToEndTests",
-            dependencies: ["PushCore", "PushJOSE", "PushStore", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: [
+                "PushCore", "PushJOSE", "PushStore", "PushTestSupport", "PushDispatchClient", .product(name: "Crypto", package: "swift-crypto"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]
