@@ -66,22 +66,21 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
         return try apns(hex: String(decoding: hex, as: UTF8.self))
     }
 
-    /// An APNs device token in hexadecimal (either case; sent in lowercase).
+    /// An APNs device token in hexadecimal (either case; sent in lowercase): 8 to 100 bytes,
+    /// as the service accepts (SPEC §5, `apns`).
     public static func apns(hex: String) throws(PushClientError) -> DeviceToken {
-        let bytes = Array(hex.utf8)
-        guard !bytes.isEmpty, bytes.count % 2 == 0, bytes.count <= maxBytes,
-            bytes.allSatisfy({ (0x30...0x39).contains($0) || (0x41...0x46).contains($0) || (0x61...0x66).contains($0) })
-        else {
-            throw .invalidArgument(
-                "an APNs device token is an even number of hexadecimal digits (at most \(maxBytes)), got \(Bounded.quoted(hex))")
+        do {
+            return DeviceToken(kind: .apns, value: try APNsDeviceToken.canonical(hex))
+        } catch {
+            throw .invalidArgument("\(error.message) (got \(Bounded.quoted(hex)))")
         }
-        return DeviceToken(kind: .apns, value: hex.lowercased())
     }
 
     /// A Web Push subscription: the JSON of the browser's `PushSubscription`
-    /// (`{"endpoint":"https://…","keys":{"p256dh":"…","auth":"…"}}`), sent in compact form
-    /// with its keys in a fixed order, so that the same subscription always names the same
-    /// device.
+    /// (`JSON.stringify(subscription)`: `{"endpoint":"https://…","expirationTime":null,"keys":{"p256dh":"…","auth":"…"}}`),
+    /// sent in the canonical form the service keeps, `{"endpoint":…,"keys":{"auth":…,"p256dh":…}}`,
+    /// so that the same browser subscription always names the same device, here and in the
+    /// subscriptions the service lists.
     public static func webPush(subscriptionJSON text: String) throws(PushClientError) -> DeviceToken {
         guard text.utf8.count <= maxBytes * 2 else {
             throw .invalidArgument("a Web Push subscription is at most \(maxBytes) bytes of JSON; this one has \(text.utf8.count)")
@@ -92,20 +91,23 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
         } catch {
             throw .invalidArgument("the Web Push subscription is not JSON: \(error)")
         }
-        guard case .string(let endpoint)? = json["endpoint"], endpoint.hasPrefix("https://"), endpoint.utf8.count > 8 else {
+        let subscription: WebPushContext
+        do {
+            subscription = try WebPushContext(json)
+        } catch {
+            throw .invalidArgument("the Web Push subscription: \(error.message)")
+        }
+        guard subscription.endpoint.hasPrefix("https://"), subscription.endpoint.utf8.count > 8 else {
             throw .invalidArgument("a Web Push subscription has an \"endpoint\": the push service's https:// URL")
         }
-        guard case .string(let p256dh)? = json["keys"]?["p256dh"], !p256dh.isEmpty, case .string(let auth)? = json["keys"]?["auth"],
-            !auth.isEmpty
-        else {
+        guard !subscription.p256dh.isEmpty, !subscription.auth.isEmpty else {
             throw .invalidArgument("a Web Push subscription has \"keys\" with \"p256dh\" and \"auth\" (RFC 8291)")
         }
-        var writer = JSONWriter(capacity: text.utf8.count)
-        writer.write(json)
-        guard writer.count <= maxBytes else {
-            throw .invalidArgument("a Web Push subscription is at most \(maxBytes) bytes of compact JSON; this one has \(writer.count)")
+        let canonical = subscription.canonicalText
+        guard canonical.utf8.count <= maxBytes else {
+            throw .invalidArgument("a Web Push subscription is at most \(maxBytes) bytes of compact JSON; this one has \(canonical.utf8.count)")
         }
-        return DeviceToken(kind: .webPush, value: writer.string)
+        return DeviceToken(kind: .webPush, value: canonical)
     }
 
     /// A token whose shape this client does not know: 1 to 4096 bytes of printable ASCII.
