@@ -243,7 +243,14 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "PushDeliveryTests", dependencies: ["PushDelivery", "PushTestSupport", "PushStore", "PushJOSE"]),
+        .testTarget(
+            name: "PushDeliveryTests",
+            dependencies: [
+                "PushDelivery", "PushTestSupport", "PushStore", "PushJOSE", .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ]
+        ),
         .testTarget(
             name: "PushStoreTests",
             dependencies: ["PushStore", "PushJOSE", "PushTestSupport", .product(name: "Logging", package: "swift-log")]
