@@ -101,4 +101,44 @@ struct ClientLibraryEndToEndTests {
         #expect(children.event == .childEvent(ChildChanges(added: ["k1": true, "k2": true, "k3": true], changed: [:], removed: [])))
         #expect(children.followUp == .readChildren(["k1", "k2", "k3"]))
     }
+
+    @Test("APNs and Web Push: an iPad and a browser subscribe through the library; what the fake APNs and the fake push service received reads back as the event written")
+    func directProviders() async throws {
+        let harness = try await ClientLibraryHarness.start()
+        defer { Task { await harness.stop() } }
+        let ipad = try DeviceToken.apns(hex: String(repeating: "C3", count: 32))
+        let browser = try DeviceToken.webPush(subscriptionJSON: harness.fakes.webPushSubscription("firefox"))
+        let apps = try harness.client(device: ipad)
+        let web = try harness.client(device: browser)
+        let onIPad = try await apps.node(for: "/news").subscribeThroughNotifications(descriptor: .init(mode: .value))
+        let inBrowser = try await web.node(for: "/news").subscribeThroughNotifications(descriptor: .init(mode: .value, encryption: .endToEnd()))
+        #expect(onIPad.target == .device(ipad) && inBrowser.target == .device(browser))
+        // The service lists the browser in the form the library sent: the same device.
+        #expect(try await web.subscriptions().contains { $0.target == .device(browser) })
+        try harness.write([("toto", "put", "/news", #"{"title":"hello"}"#)])
+        try await ServiceEndToEndTests.eventually("the APNs and Web Push deliveries") {
+            harness.fakes.received(provider: "apns").contains { $0.status == 200 } && harness.fakes.received(provider: "webpush").contains { $0.status == 201 }
+        }
+        // APNs: the app gets the body as userInfo; the library drops aps and reads the rest.
+        let body = try #require(harness.fakes.received(provider: "apns").first { $0.status == 200 }).data
+        let userInfo = try #require(try JSONSerialization.jsonObject(with: Data(body)) as? [String: Any])
+        let fromAPNs = try await apps.notification(from: DataMap.from(userInfo: userInfo))
+        #expect(fromAPNs.path == "/news" && fromAPNs.status == .ok)
+        guard case .value(let value) = fromAPNs.event else {
+            Issue.record("APNs: \(fromAPNs.event)")
+            return
+        }
+        #expect(value == ["title": "hello"])
+        // Web Push: the browser decrypts the body and hands the data map to the service worker.
+        let plaintext = try #require(harness.fakes.received(provider: "webpush").first { $0.status == 201 }).data
+        let fromBrowser = try await web.notification(fromJSON: plaintext)
+        #expect(fromBrowser.path == "/news" && fromBrowser.status == .ok)
+        guard case .value(let encrypted) = fromBrowser.event else {
+            Issue.record("Web Push: \(fromBrowser.event)")
+            return
+        }
+        #expect(encrypted == ["title": "hello"])
+        // The APNs device cannot read what was encrypted to the browser's device key.
+        await #expect(throws: NotificationError.self) { try await apps.notification(fromJSON: plaintext) }
+    }
 }

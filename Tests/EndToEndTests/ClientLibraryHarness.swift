@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import PushCore
 import PushDispatchClient
@@ -34,6 +35,11 @@ final class ClientLibraryHarness: Sendable {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-client-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data(fakes.serviceAccountJSON).write(to: folder.appendingPathComponent("service-account.json"))
+        // APNs with the fake team's key; Web Push with a key made for the run.
+        let vapid = P256.Signing.PrivateKey()
+        try Data(fakes.apnsPrivateKeyPEM.utf8).write(to: folder.appendingPathComponent("AuthKey.p8"))
+        try Data(vapid.pemRepresentation.utf8).write(to: folder.appendingPathComponent("vapid.pem"))
+        fakes.setWebPushVAPIDKey(Base64URL.encodeToString(vapid.publicKey.x963Representation))
         FileManager.default.createFile(atPath: folder.appendingPathComponent("changes.ndjson").path, contents: nil)
         try writeConfiguration(folder: folder, fakes: fakes, signingKey: signingKey, port: fixedPort ?? 0)
         let service = try RunningService(config: folder.appendingPathComponent("pushdispatch.yaml").path)
@@ -56,6 +62,8 @@ final class ClientLibraryHarness: Sendable {
                 fcm: {serviceAccountFile: ./service-account.json, endpoint: "\(fakes.fcmEndpoint)"}
                 hms: {clientId: "\(fakes.hmsClientID)", clientSecret: "\(fakes.hmsClientSecret)", endpoint: "\(fakes.hmsEndpoint)", tokenEndpoint: "\(fakes.hmsTokenEndpoint)"}
                 webhooks: {orders: {url: "\(fakes.webhookURL("orders"))", secret: "\(webhookSecret)"}}
+                apns: {teamId: \(FakeProviders.apnsTeamID), keyId: \(FakeProviders.apnsKeyID), privateKey: file:./AuthKey.p8, topic: \(FakeProviders.apnsTopic), endpoint: "\(fakes.apnsEndpoint)"}
+                webpush: {vapidPrivateKey: file:./vapid.pem, subject: "mailto:push-admin@example.com", allowPrivateAddresses: true}
                 keys: "\(keyset.path)"
                 signingKey: \(signingKey)
                 subscriptions: {maxPerUser: 12}
