@@ -50,7 +50,7 @@ extension SQLiteStore: DeliveryStore {
                                           WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
                         ORDER BY n.next_attempt_at, n.id
                         LIMIT ?)
-                    RETURNING *
+                    RETURNING \(Self.notificationColumns)
                     """,
                 arguments: StatementArguments(arguments))
             return try rows.map(Self.notification).sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }

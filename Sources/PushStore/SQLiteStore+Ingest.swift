@@ -265,7 +265,7 @@ extension SQLiteStore: IngestStore {
 
     public func notifications(limit: Int) async throws -> [StoredNotification] {
         try await read { db in
-            try Row.fetchAll(db, sql: "SELECT * FROM notification ORDER BY id LIMIT ?", arguments: [limit]).map(Self.notification)
+            try Row.fetchAll(db, sql: "SELECT \(Self.notificationColumns) FROM notification ORDER BY id LIMIT ?", arguments: [limit]).map(Self.notification)
         }
     }
 
@@ -278,16 +278,20 @@ extension SQLiteStore: IngestStore {
         }
     }
 
+    /// The columns ``notification(_:)`` reads, by position, in this order. (By name, GRDB
+    /// looks each column up with a lower-cased copy of its name: a few percent of a claim's
+    /// cost.)
+    static let notificationColumns =
+        "id, app, subscription_handle, subscription_id, kind, target, destination, event, payload, record_seq, created_at, next_attempt_at, attempts, first_attempt_at"
+
+    /// A row of ``notificationColumns``.
     static func notification(_ row: Row) throws -> StoredNotification {
-        guard let kind = SubscriptionKind(rawValue: row["kind"]), let event = NotificationKind(rawValue: row["event"]) else {
+        guard let kind = SubscriptionKind(rawValue: row[4]), let event = NotificationKind(rawValue: row[7]) else {
             throw StoreError.corrupt("a notification row has an unknown kind or event")
         }
         let entry = OutboxEntry(
-            app: row["app"], subscriptionHandle: row["subscription_handle"], subscriptionID: row["subscription_id"], kind: kind,
-            target: row["target"], destination: row["destination"], notification: event, payload: [UInt8](row["payload"] as Data),
-            recordSeq: row["record_seq"])
-        return StoredNotification(
-            id: row["id"], entry: entry, createdAt: row["created_at"], nextAttemptAt: row["next_attempt_at"], attempts: row["attempts"],
-            firstAttemptAt: row["first_attempt_at"])
+            app: row[1], subscriptionHandle: row[2], subscriptionID: row[3], kind: kind, target: row[5], destination: row[6], notification: event,
+            payload: [UInt8](row[8] as Data), recordSeq: row[9])
+        return StoredNotification(id: row[0], entry: entry, createdAt: row[10], nextAttemptAt: row[11], attempts: row[12], firstAttemptAt: row[13])
     }
 }
