@@ -92,55 +92,9 @@ struct BenchDeliver: AsyncParsableCommand {
             return
         }
 
-        let folder = try temporaryFolder("deliver")
-        defer { try? FileManager.default.removeItem(atPath: folder) }
-        let store = try await IngestBenchmark.prepare(folder: folder, subscriptions: messages, v2: false)
-        let subscriptions = try await store.subscriptions(app: "bench", after: 0, limit: messages)
-        let payload = Array(
-            #"{"s":"OK","t":"value","app":"bench","sp":"/some/webcom/path","d":"{\"a\":\"WGj2WtQWVEjQGhQqb7r678xW3PwWmB4Z3zj\"}"}"#.utf8)
-        let now: @Sendable () -> Int64 = { Int64(Date().timeIntervalSince1970 * 1000) }
-        var batch = CommitBatch(now: now())
-        batch.operations = subscriptions.map { subscription in
-            .notify(
-                OutboxEntry(
-                    app: "bench", subscriptionHandle: subscription.handle!, subscriptionID: subscription.id, kind: .mobile,
-                    target: subscription.tuple.context, destination: nil, notification: .value, payload: payload, recordSeq: 1))
-        }
-        _ = try await store.commit(batch)
-
         let key = try Self.serviceAccount(tokenURI: base + "/token")
         let context = SenderContext(transport: transport, timeout: .seconds(10), clock: SystemClock())
-        let answers = AnswerLog()
-        let sender = LoggingSender(inner: FCMSender(key: key, endpoint: base, context: context), log: answers)
-        var logger = Logger(label: "bench")
-        logger.logLevel = .error
-        let dispatcher = Dispatcher(
-            store: store, senders: OneSender(sender: sender),
-            configuration: .init(perProvider: concurrency, perApp: concurrency, maximumInFlight: concurrency * 2),
-            notices: NoNotices(), index: NoIndex(), clock: SystemClock(), logger: logger)
-        FileHandle.standardError.write(Data("delivering \(messages) notifications\n".utf8))
-        let start = ContinuousClock.now
-        let cpuBefore = Self.cpuMicroseconds()
-        let task = Task { try await dispatcher.run() }
-        while try await store.outboxDepth().count > 0 {
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        let elapsed = ContinuousClock.now - start
-        let cpu = Self.cpuMicroseconds() - cpuBefore
-        task.cancel()
-        _ = try? await task.value
-        try await transport.shutdown()
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let delivered = dispatcher.counters.deliveries(provider: "fcm", outcome: "delivered")
-        let sorted = answers.values.map { $0.answered - $0.committed }.sorted()
-        func percentile(_ p: Double) -> Int64 { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
-        let rate = Double(delivered) / seconds
-        let how = tls ? (asyncHTTPClient ? "async-http-client, \(clients) clients" : "HTTP/2, \(connections) connections") : "\(clients) clients"
-        print(
-            String(
-                format: "pushdispatch: %d/%d delivered in %.2f s = %.0f deliveries/s (%@, %d at once); %.1f µs CPU per delivery (all threads); outbox commit → answer p50 %d ms, p99 %d ms",
-                delivered, messages, seconds, rate, how, concurrency, Double(cpu) / Double(max(1, delivered)), percentile(0.5), percentile(0.99)))
-        fflush(nil)
+        let rate = try await deliverFromSQLite(sender: FCMSender(key: key, endpoint: base, context: context), kind: .mobile, transport: transport)
 
         var limit: Double?
         if tls, let ca { limit = try Self.h2load(url: base, messages: messages, caFile: ca) }
@@ -203,8 +157,9 @@ struct BenchDeliver: AsyncParsableCommand {
         }
     }
 
-    /// `messages` notifications of `kind` from a new SQLite outbox through `sender` and the
-    /// dispatcher; prints and returns deliveries/s.
+    /// `messages` notifications of `kind` from a new (durable) SQLite outbox through `sender`
+    /// and the service's dispatcher; prints and returns deliveries/s, with the CPU per delivery
+    /// and the outbox commit → answer percentiles. Shuts `transport` down.
     func deliverFromSQLite(sender inner: any NotificationSender, kind: SubscriptionKind, transport: any HTTPTransport) async throws -> Double {
         let folder = try temporaryFolder("deliver-\(kind.rawValue)")
         defer { try? FileManager.default.removeItem(atPath: folder) }
@@ -228,6 +183,7 @@ struct BenchDeliver: AsyncParsableCommand {
             store: store, senders: OneSender(sender: LoggingSender(inner: inner, log: answers)),
             configuration: .init(perProvider: concurrency, perApp: concurrency, maximumInFlight: concurrency * 2),
             notices: NoNotices(), index: NoIndex(), clock: SystemClock(), logger: logger)
+        FileHandle.standardError.write(Data("delivering \(messages) notifications to \(inner.provider)\n".utf8))
         let start = ContinuousClock.now
         let cpuBefore = Self.cpuMicroseconds()
         let task = Task { try await dispatcher.run() }
@@ -239,11 +195,15 @@ struct BenchDeliver: AsyncParsableCommand {
         try await transport.shutdown()
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let delivered = dispatcher.counters.deliveries(provider: inner.provider, outcome: "delivered")
+        let sorted = answers.values.map { $0.answered - $0.committed }.sorted()
+        func percentile(_ p: Double) -> Int64 { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
         let rate = Double(delivered) / seconds
+        let how = tls ? (asyncHTTPClient ? "async-http-client, \(clients) clients" : "HTTP/2, \(connections) connections") : "\(clients) clients"
         print(
             String(
-                format: "pushdispatch → %@: %d/%d delivered in %.2f s = %.0f deliveries/s (HTTP/2, %d connections, %d at once); %.1f µs CPU per delivery (all threads)",
-                inner.provider, delivered, messages, seconds, rate, connections, concurrency, Double(cpu) / Double(max(1, delivered))))
+                format: "pushdispatch → %@: %d/%d delivered in %.2f s = %.0f deliveries/s (%@, %d at once); %.1f µs CPU per delivery (all threads); outbox commit → answer p50 %d ms, p99 %d ms",
+                inner.provider, delivered, messages, seconds, rate, how, concurrency, Double(cpu) / Double(max(1, delivered)), percentile(0.5),
+                percentile(0.99)))
         fflush(nil)
         return rate
     }
