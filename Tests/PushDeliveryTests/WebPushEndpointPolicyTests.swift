@@ -84,6 +84,32 @@ struct WebPushEndpointPolicyTests {
         #expect(AddressClass.literal(text) == expected, "\(text)")
     }
 
+    @Test("seeded mutations of endpoints and address literals: refused with a bounded reason or accepted consistently, never a crash", arguments: [1, 2, 3] as [UInt64])
+    func mutations(seed: UInt64) {
+        var mutator = Mutator(seed: seed)
+        let endpoints = [
+            "https://fcm.googleapis.com/fcm/send/abc:APA91b", "https://[2a00:1450:4007:80e::200a]:8443/p", "https://10.0.0.7/push",
+            "https://updates.push.services.mozilla.com/wpush/v2/gAAAA", "https://[::ffff:127.0.0.1]/push",
+        ]
+        let policies = [Self.open, Self.listed, Self.loopback]
+        for round in 0..<10_000 {
+            let endpoint = String(decoding: mutator.mutateBytes(Array(endpoints[round % endpoints.count].utf8)), as: UTF8.self)
+            let policy = policies[round % policies.count]
+            do throws(WebPushEndpointPolicy.Refusal) {
+                let target = try policy.check(endpoint)
+                #expect(target.secure && !target.host.isEmpty, "\(endpoint)")
+                if !policy.allowPrivateAddresses, let address = AddressClass.literal(target.host.lowercased()) {
+                    #expect(AddressClass.isPublic(address), "\(endpoint) accepted with a non-public address")
+                }
+                _ = WebPushEndpointPolicy.origin(of: target)
+            } catch {
+                #expect(!error.description.isEmpty && error.description.utf8.count <= 400, "\(endpoint)")
+            }
+            let host = String(decoding: mutator.mutateBytes(Array(["::1", "192.168.1.1", "2001:db8::1", "1.2.3.4", "::ffff:10.1.2.3"][round % 5].utf8)), as: UTF8.self)
+            if let bytes = AddressClass.literal(host) { #expect(bytes.count == 4 || bytes.count == 16, "\(host)") }
+        }
+    }
+
     @Test("VAPID's aud is the endpoint's origin: the default port left out, IPv6 in brackets")
     func origins() throws {
         for (url, origin) in [
