@@ -9,49 +9,24 @@ struct ClientLibrarySampleTests {
     /// `pushdispatch-client-sample`, built next to `pushdispatch`.
     static var sample: URL { Executable.url.deletingLastPathComponent().appendingPathComponent("pushdispatch-client-sample") }
 
-    /// Runs `executable arguments…` with `input` on standard input and `environment` added.
-    static func run(_ executable: URL, _ arguments: [String], input: String = "", environment: [String: String] = [:]) throws
-        -> Executable.Result
-    {
-        let process = TestProcesses.make(executable, arguments)
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let stdin = Pipe()
-        let stdout = Pipe()
-        let stderr = Pipe()
-        process.standardInput = stdin
-        process.standardOutput = stdout
-        process.standardError = stderr
-        try TestProcesses.launch(process)
-        let writer = Thread {
-            stdin.fileHandleForWriting.write(Data(input.utf8))
-            try? stdin.fileHandleForWriting.close()
-        }
-        writer.start()
-        let out = stdout.fileHandleForReading.readDataToEndOfFile()
-        let err = stderr.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return Executable.Result(
-            status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self), stderr: String(decoding: err, as: UTF8.self))
-    }
-
     @Test("subscribe end to end with a dev token, then read what FCM received and what replay prints; a forged line is refused")
     func subscribeThenRead() async throws {
         let harness = try await ClientLibraryHarness.start()
         defer { Task { await harness.stop() } }
         let secretVariable = ["TOTO_AUTH_SECRET": ClientLibraryHarness.secret]
-        let token = try Self.run(Self.sample, ["dev-token", "--uid", "alice", "--secret-env", "TOTO_AUTH_SECRET"], environment: secretVariable)
+        let token = try Executable.run(Self.sample, ["dev-token", "--uid", "alice", "--secret-env", "TOTO_AUTH_SECRET"], environment: secretVariable)
         #expect(token.status == 0, "\(token.stderr)")
         let environment = ["PUSHDISPATCH_TOKEN": token.stdout.trimmingCharacters(in: .whitespacesAndNewlines)]
         let keyFile = harness.folder.appendingPathComponent("device-key.json").path
         let common = ["--url", "http://127.0.0.1:\(harness.port)", "--app", "toto", "--device", "fcm:sample-phone", "--key-file", keyFile]
 
-        let subscribed = try Self.run(
+        let subscribed = try Executable.run(
             Self.sample, ["subscribe"] + common + ["--uid", "alice", "--path", "/rooms/lobby", "--mode", "value", "--encrypt"],
             environment: environment)
         #expect(subscribed.status == 0 && subscribed.stdout.contains("on /rooms/lobby (value, mobile device sample-pho"), "\(subscribed.stdout)\(subscribed.stderr)")
         let mode = try FileManager.default.attributesOfItem(atPath: keyFile)[.posixPermissions] as? Int
         #expect(mode == 0o600)
-        let listed = try Self.run(Self.sample, ["list"] + common + ["--uid", "alice"], environment: environment)
+        let listed = try Executable.run(Self.sample, ["list"] + common + ["--uid", "alice"], environment: environment)
         #expect(listed.stdout.split(separator: "\n").count == 1)
 
         // What the device received through FCM, read by the sample.
@@ -63,7 +38,7 @@ struct ClientLibrarySampleTests {
         forged["evt"] = String(received["evt"]!.dropLast(4)) + "AAAA"
         var forgedLine = JSONWriter()
         forgedLine.write(.object(JSONObject(forged.map { (Key($0.key), JSON.string($0.value)) })))
-        let read = try Self.run(Self.sample, ["read"] + common, input: line.string + "\n" + forgedLine.string + "\n")
+        let read = try Executable.run(Self.sample, ["read"] + common, input: line.string + "\n" + forgedLine.string + "\n")
         let lines = read.stdout.split(separator: "\n").map(String.init)
         #expect(lines.first == #"/rooms/lobby value {"message":"hello"} (OK, v2, endToEnd)"#, "\(read.stdout)\(read.stderr)")
         #expect(lines.count == 2 && lines[1].hasPrefix("refused: wrong_key: wrong key:"), "\(read.stdout)")
@@ -74,10 +49,10 @@ struct ClientLibrarySampleTests {
         try Data(#"{"seq":1,"app":"toto","op":"put","path":"/rooms/lobby","data":{"message":"hi"}}"#.utf8).write(to: changes)
         let replay = try Executable.run(["replay", "--config", harness.folder.appendingPathComponent("pushdispatch.yaml").path, "--dry-run", changes.path])
         #expect(replay.status == 0, "\(replay.stderr)")
-        let fromReplay = try Self.run(Self.sample, ["read"] + common, input: replay.stdout)
+        let fromReplay = try Executable.run(Self.sample, ["read"] + common, input: replay.stdout)
         #expect(fromReplay.stdout == "/rooms/lobby value {\"message\":\"hi\"} (OK, v2, endToEnd)\n", "\(fromReplay.stdout)\(fromReplay.stderr)")
 
-        let removed = try Self.run(Self.sample, ["unsubscribe-all"] + common + ["--uid", "alice"], environment: environment)
+        let removed = try Executable.run(Self.sample, ["unsubscribe-all"] + common + ["--uid", "alice"], environment: environment)
         #expect(removed.stdout == "removed 1 subscriptions\n", "\(removed.stdout)\(removed.stderr)")
     }
 }

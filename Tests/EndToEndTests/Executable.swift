@@ -25,7 +25,13 @@ enum Executable {
 
     /// Runs `pushdispatch arguments…` with `input` on standard input.
     static func run(_ arguments: [String], input: String = "") throws -> Result {
-        let process = TestProcesses.make(url, arguments)
+        try run(url, arguments, input: input)
+    }
+
+    /// Runs `executable arguments…` with `input` on standard input and `environment` added.
+    static func run(_ executable: URL, _ arguments: [String], input: String = "", environment: [String: String] = [:]) throws -> Result {
+        let process = TestProcesses.make(executable, arguments)
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let stdin = Pipe()
         let stdout = Pipe()
         let stderr = Pipe()
