@@ -137,7 +137,7 @@ struct DeviceContextTests {
 
     @Test("payload bounds: Web Push degrades at 3,994 bytes (one 4,096-byte aes128gcm record), APNs as FCM at 4,064")
     func payloadBounds() throws {
-        #expect(PayloadLimit.bytes(for: .webpush) == 3_994 && PayloadLimit.bytes(for: .apns) == 4_064 && PayloadLimit.bytes(for: .mobile) == 4_064)
+        #expect(PayloadLimit.webPushBytes == 3_994 && PayloadLimit.bytes == 4_064)
         struct NoSealers: SealerProvider {
             func sealer(for subscription: Subscription) throws -> any EventSealer { throw RequestError("v1 only here") }
         }

@@ -97,9 +97,4 @@ public enum PayloadLimit {
     /// map with `"aps":{"content-available":1},` put first, 30 bytes more, so a data map of at
     /// most 4,063 bytes makes a body of at most 4,093, within APNs's 4,096.
     public static let apnsOverhead = 30
-
-    /// The bound for a kind's data payloads.
-    public static func bytes(for kind: SubscriptionKind) -> Int {
-        kind == .webpush ? webPushBytes : bytes
-    }
 }
