@@ -460,7 +460,9 @@ struct ConfigurationTests {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let p8 = P256.Signing.PrivateKey().pemRepresentation
         let vapid = P256.Signing.PrivateKey()
-        let environment = Self.environment.merging(["APNS_KEY": p8, "VAPID_KEY": Base64URL.encodeToString(vapid.rawRepresentation)]) { $1 }
+        let environment = Self.environment.merging([
+            "APNS_KEY": p8, "OTHER_KEY": P256.Signing.PrivateKey().pemRepresentation, "VAPID_KEY": Base64URL.encodeToString(vapid.rawRepresentation),
+        ]) { $1 }
         let good = try load(
             """
             apps:
@@ -493,6 +495,10 @@ struct ConfigurationTests {
             ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", allowedHosts: fcm.googleapis.com}}}", "apps.toto.webpush.allowedHosts: expected a list of strings"),
             ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", allowPrivateAddresses: sometimes}}}", "apps.toto.webpush.allowPrivateAddresses: expected true or false"),
             ("apps: {toto: {webpush: {vapidKey: x}}}", "apps.toto.webpush.vapidKey: unknown key"),
+            (
+                "apps: {a: {apns: {teamId: TEAM012345, keyId: KEY0123456, privateKey: env:APNS_KEY, topic: a.b}}, b: {apns: {teamId: TEAM012345, keyId: KEY0123456, privateKey: env:OTHER_KEY, topic: b.c}}}",
+                "apps.b.apns.privateKey: key KEY0123456 of team TEAM012345 is another key in apps.a.apns"
+            ),
         ] {
             let message = error(text, environment)
             #expect(message.contains(expected), "\(text): \(message)")

@@ -119,6 +119,19 @@ struct ConfigurationDecoder {
             }
             apps[name] = app(name, section, report: report)
         }
+        // One APNs key id is one key: applications of a team share its provider token.
+        var apnsKeys: [String: (app: String, key: String)] = [:]
+        for (id, app) in apps.sorted(by: { $0.key < $1.key }) {
+            guard let apns = app.apns, !apns.teamID.isEmpty, !apns.keyID.isEmpty else { continue }
+            let name = apns.teamID + "/" + apns.keyID
+            if let first = apnsKeys[name], first.key != apns.privateKey.value {
+                report.add(
+                    "apps.\(id).apns.privateKey: key \(apns.keyID) of team \(apns.teamID) is another key in apps.\(first.app).apns; one key id is one key "
+                        + "(the applications of a team share its provider token)")
+            } else if apnsKeys[name] == nil {
+                apnsKeys[name] = (id, apns.privateKey.value)
+            }
+        }
         var configuration = ServiceConfiguration(
             store: store, ingest: ingest, http: http, delivery: delivery, expiry: expiry, apps: apps, baseDirectory: baseDirectory)
         let instanceSection = root.section("instance")

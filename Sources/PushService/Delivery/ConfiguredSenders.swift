@@ -65,26 +65,22 @@ struct ConfiguredSenders: SenderDirectory {
         // One provider token per team and key, shared by the applications that use them: APNs
         // counts token renewals per team, so applications renewing their own would together
         // renew too often (429 TooManyProviderTokenUpdates).
-        var tokens: [String: (app: String, pem: String, token: APNsProviderToken)] = [:]
-        for (id, app) in configuration.apps.sorted(by: { $0.key < $1.key }) {
+        // (The configuration refuses one key id with two keys.)
+        var tokens: [String: APNsProviderToken] = [:]
+        for (id, app) in configuration.apps {
             var prepared = Application(webhooks: [:])
             if let apns = app.apns {
                 let key = apns.teamID + "/" + apns.keyID
-                if let shared = tokens[key], shared.pem != apns.privateKey.value {
-                    throw ConfigurationError(
-                        "apps.\(id).apns.privateKey: key \(apns.keyID) of team \(apns.teamID) is configured with another key in apps.\(shared.app).apns; "
-                            + "one key id is one key")
-                }
                 let token: APNsProviderToken
                 if let shared = tokens[key] {
-                    token = shared.token
+                    token = shared
                 } else {
                     do {
                         token = try APNsProviderToken(teamID: apns.teamID, keyID: apns.keyID, privateKeyPEM: apns.privateKey.value)
                     } catch {
                         throw ConfigurationError("apps.\(id).\(error)")
                     }
-                    tokens[key] = (id, apns.privateKey.value, token)
+                    tokens[key] = token
                 }
                 prepared.apns = APNsSender(endpoint: apns.endpoint, topic: apns.topic, token: token, storage: window, context: context)
             }
