@@ -45,6 +45,13 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         }
         do {
             let pool = try DatabasePool(path: path, configuration: configuration)
+            // GRDB sets `synchronous = NORMAL` on the writer when it turns WAL mode on, after
+            // `prepareDatabase`: a commit would then reach the disk only at the next checkpoint,
+            // and a power cut could lose records already acknowledged. The writer connection
+            // lives as long as the pool, so setting it again here holds.
+            try pool.writeWithoutTransaction { db in
+                try db.execute(sql: "PRAGMA synchronous = FULL")
+            }
             try SQLiteMigrations.migrator.migrate(pool)
             self.pool = pool
         } catch {

@@ -391,6 +391,23 @@ struct SQLiteSchemaTests {
             path, "INSERT INTO subscription SELECT NULL,'other-id',app,uid,kind,destination,path,context,mode,format,encryption,created_at,expires_at,auth FROM subscription")
         #expect(duplicate.output.contains("UNIQUE constraint failed"))
     }
+
+    /// GRDB turns WAL mode on with `synchronous = NORMAL` after the connection's own set-up:
+    /// commits (ingestion batches, whose records are then acknowledged) would reach the disk
+    /// only at a checkpoint.
+    @Test("the writer commits with synchronous = FULL, before and after a transaction, and on a reopened database")
+    func durableCommits() async throws {
+        let (store, path) = try rawStore()
+        func level(_ store: SQLiteStore) async throws -> Int? {
+            try await store.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
+        }
+        #expect(try await level(store) == 2)
+        _ = try await store.save(makeSubscription(), allowUpdate: false)
+        #expect(try await level(store) == 2)
+        let reopened = try SQLiteStore(path: path)
+        #expect(try await level(reopened) == 2)
+        #expect(try await reopened.pool.write { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
+    }
 }
 
 @Suite("SQLite migrations")
