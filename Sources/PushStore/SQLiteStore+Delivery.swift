@@ -15,6 +15,14 @@ extension SQLiteStore: DeliveryStore {
         return (sql, keys.flatMap { [$0.app, $0.kind.rawValue, $0.destination ?? ""] })
     }
 
+    /// A statement of the delivery path, prepared once per connection when its text has one of
+    /// a few shapes (no paused sender, or up to four): preparing the claim's statement cost
+    /// more than running it, at every claim. Rarer shapes are prepared each time, so the cache
+    /// stays bounded.
+    static func deliveryStatement(_ db: Database, _ sql: String, excluding: Int) throws -> Statement {
+        excluding <= 4 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
+    }
+
     public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
         try await write { db in
             try db.execute(
@@ -38,9 +46,7 @@ extension SQLiteStore: DeliveryStore {
             arguments += exclusion.arguments as [any DatabaseValueConvertible]
             arguments.append(limit)
             // The oldest notification of each subscription, due, not held by a live claim.
-            let rows = try Row.fetchAll(
-                db,
-                sql: """
+            let sql = """
                     UPDATE notification SET claimed_by = ?, claimed_until = ?
                     WHERE id IN (
                         SELECT n.id FROM notification n
@@ -51,8 +57,8 @@ extension SQLiteStore: DeliveryStore {
                         ORDER BY n.next_attempt_at, n.id
                         LIMIT ?)
                     RETURNING \(Self.notificationColumns)
-                    """,
-                arguments: StatementArguments(arguments))
+                    """
+            let rows = try Row.fetchAll(Self.deliveryStatement(db, sql, excluding: excluding.count), arguments: StatementArguments(arguments))
             return try rows.map(Self.notification).sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
         }
     }
@@ -72,31 +78,22 @@ extension SQLiteStore: DeliveryStore {
             let dropSubscription = try RawStatement(db, "DELETE FROM notification WHERE subscription_handle = ?")
             let deleteSubscription = try RawStatement(db, "DELETE FROM subscription WHERE handle = ?")
             let insert = try RawStatement(db, Self.insertNotificationSQL + " VALUES (\(Self.notificationMarks))")
+            let settled = try RawStatement(db, "DELETE FROM notification WHERE id = ? AND claimed_by = ?")
             func holds(_ id: Int64) throws -> Row? {
                 try Row.fetchOne(
-                    db, sql: "SELECT subscription_handle, coalescable FROM notification WHERE id = ? AND claimed_by = ?",
+                    db.cachedStatement(sql: "SELECT subscription_handle, coalescable FROM notification WHERE id = ? AND claimed_by = ?"),
                     arguments: [id, claimant])
-            }
-            // Delivered and dropped notifications (most of a batch) go with a few statements.
-            let done = settlements.compactMap { settlement -> Int64? in
-                switch settlement {
-                case .delivered(let id), .drop(let id): id
-                default: nil
-                }
-            }
-            var start = 0
-            while start < done.count {
-                let chunk = done[start..<min(done.count, start + 500)]
-                try db.execute(
-                    sql: "DELETE FROM notification WHERE claimed_by = ? AND id IN (\(Array(repeating: "?", count: chunk.count).joined(separator: ",")))",
-                    arguments: StatementArguments([claimant] as [any DatabaseValueConvertible] + chunk.map { $0 as any DatabaseValueConvertible }))
-                result.lost += chunk.count - db.changesCount
-                start += chunk.count
             }
             for settlement in settlements {
                 switch settlement {
-                case .delivered, .drop:
-                    continue
+                case .delivered(let id), .drop(let id):
+                    // One prepared statement stepped per notification: cheaper than preparing
+                    // an `IN (…)` of the batch's size each time.
+                    let deleted = try settled.run {
+                        try $0.bind(id)
+                        try $0.bind(claimant)
+                    }
+                    if deleted == 0 { result.lost += 1 }
                 case .release(let id):
                     let released = try unclaim.run {
                         try $0.bind(id)
@@ -112,19 +109,20 @@ extension SQLiteStore: DeliveryStore {
                     let coalescable: Bool = row["coalescable"]
                     if coalescable,
                         let newer = try Int64.fetchOne(
-                            db,
-                            sql: """
-                                SELECT max(id) FROM notification
-                                WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL AND id > ?
-                                """, arguments: [handle, id])
+                            db.cachedStatement(
+                                sql: """
+                                    SELECT max(id) FROM notification
+                                    WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL AND id > ?
+                                    """), arguments: [handle, id])
                     {
                         // A newer value waits: it takes this one's place in the schedule.
-                        try db.execute(
+                        try db.cachedStatement(
                             sql: """
                                 UPDATE notification SET next_attempt_at = max(next_attempt_at, ?), first_attempt_at = ?, attempts = ?
                                 WHERE id = ?
-                                """, arguments: [next, first, attempts, newer])
-                        try db.execute(sql: "DELETE FROM notification WHERE id = ?", arguments: [id])
+                                """
+                        ).execute(arguments: [next, first, attempts, newer])
+                        try db.cachedStatement(sql: "DELETE FROM notification WHERE id = ?").execute(arguments: [id])
                         result.superseded += 1
                         continue
                     }
@@ -164,13 +162,12 @@ extension SQLiteStore: DeliveryStore {
     public func nextDue(excluding: Set<SenderKey>) async throws -> Int64? {
         let exclusion = Self.exclusion(excluding)
         return try await read { db in
-            try Int64.fetchOne(
-                db,
-                sql: """
-                    SELECT min(n.next_attempt_at) FROM notification n
-                    WHERE n.claimed_until IS NULL \(exclusion.sql)
-                      AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
-                    """, arguments: StatementArguments(exclusion.arguments))
+            let sql = """
+                SELECT min(n.next_attempt_at) FROM notification n
+                WHERE n.claimed_until IS NULL \(exclusion.sql)
+                  AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
+                """
+            return try Int64.fetchOne(Self.deliveryStatement(db, sql, excluding: excluding.count), arguments: StatementArguments(exclusion.arguments))
         }
     }
 

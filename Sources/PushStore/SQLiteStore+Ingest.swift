@@ -52,9 +52,9 @@ extension SQLiteStore: IngestStore {
                 case .revoke(let handle, let entry, let condition):
                     switch condition {
                     case .exists:
-                        try db.execute(sql: "DELETE FROM subscription WHERE handle = ?", arguments: [handle])
+                        try db.cachedStatement(sql: "DELETE FROM subscription WHERE handle = ?").execute(arguments: [handle])
                     case .expiredBy(let now):
-                        try db.execute(sql: "DELETE FROM subscription WHERE handle = ? AND expires_at <= ?", arguments: [handle, now])
+                        try db.cachedStatement(sql: "DELETE FROM subscription WHERE handle = ? AND expires_at <= ?").execute(arguments: [handle, now])
                     case .alreadyRemoved:
                         break
                     }
@@ -76,16 +76,16 @@ extension SQLiteStore: IngestStore {
                 result.journalIDs[app] = db.lastInsertedRowID
             }
             for checkpoint in batch.checkpoints {
-                try db.execute(
+                try db.cachedStatement(
                     sql: """
                         INSERT INTO source_checkpoint (source, last_seq, position, file_identity) VALUES (?, ?, ?, ?)
                         ON CONFLICT (source) DO UPDATE SET last_seq = excluded.last_seq, position = excluded.position,
                                                            file_identity = excluded.file_identity
-                        """,
-                    arguments: [checkpoint.source, checkpoint.lastSeq, checkpoint.position, checkpoint.fileIdentity])
+                        """
+                ).execute(arguments: [checkpoint.source, checkpoint.lastSeq, checkpoint.position, checkpoint.fileIdentity])
             }
             for sequence in batch.legacyProcessed {
-                try db.execute(sql: "DELETE FROM outbox WHERE sequence = ?", arguments: [sequence])
+                try db.cachedStatement(sql: "DELETE FROM outbox WHERE sequence = ?").execute(arguments: [sequence])
             }
             return result
         }
