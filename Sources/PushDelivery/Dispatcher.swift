@@ -159,20 +159,23 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             if case .claim(let most, let excluding) = claim {
                 limit = most
                 do {
-                    claimed = try await store.claim(
+                    // With the claim, when nothing more is due now: the next due time, to sleep
+                    // until (one round trip where the store can).
+                    let batch = try await store.claimDue(
                         now: now, limit: most, claimant: configuration.claimant, leaseUntil: now.saturatingAdding(configuration.lease), excluding: excluding)
-                    // Only when nothing more is due now: the next due time, to sleep until.
+                    claimed = batch.notifications
                     state.withLock { $0.held.formUnion(claimed.map(\.id)) }
                     failures = 0
-                    if claimed.count < most {
-                        // What was claimed is sent even when this read fails (it would otherwise
+                    switch batch.nextDue {
+                    case .notRead, .none:
+                        break
+                    case .at(let due):
+                        nextDue = due
+                    case .unknown(let error):
+                        // What was claimed is sent even when this read failed (it would otherwise
                         // wait for its lease): look again in a second.
-                        do {
-                            nextDue = try await store.nextDue(excluding: excluding)
-                        } catch {
-                            if !Task.isCancelled { logger.error("the outbox cannot be read", metadata: ["error": "\(error)"]) }
-                            nextDue = now.saturatingAdding(1_000)
-                        }
+                        if !Task.isCancelled { logger.error("the outbox cannot be read", metadata: ["error": "\(error)"]) }
+                        nextDue = now.saturatingAdding(1_000)
                     }
                 } catch {
                     if Task.isCancelled { break }  // stopping: the query was cut short, nothing failed

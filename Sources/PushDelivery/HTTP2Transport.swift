@@ -426,7 +426,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
     struct Exchange {
         var promise: EventLoopPromise<ProviderAnswer>
-        var timer: Scheduled<Void>?
+        var deadline: NIODeadline
         var status: Int?
         var retryAfter: String?
         var body: ByteBuffer?
@@ -439,6 +439,10 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     /// The next stream id this client opens (odd, increasing; RFC 9113 §5.1.1).
     var nextStreamID: Int32 = 1
     var goingAway = false
+    /// One timer per connection, at the earliest deadline of its streams (not one per stream:
+    /// scheduling and cancelling a task for each request cost more than its frames).
+    var sweep: Scheduled<Void>?
+    var sweepAt: NIODeadline?
     /// Bytes of DATA read since the last connection-level WINDOW_UPDATE (frame by frame, no
     /// multiplexer gives the window back): given back by halves of ``connectionWindow``.
     var unacknowledged = 0
@@ -458,6 +462,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
     func handlerRemoved(context: ChannelHandlerContext) {
         failAll("the connection closed before the answer")
+        sweep?.cancel()
+        sweep = nil
         self.context = nil
     }
 
@@ -478,8 +484,8 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
             }
             let id = HTTP2StreamID(nextStreamID)
             nextStreamID += 2
-            let timer = context.eventLoop.scheduleTask(deadline: request.deadline) { loopBound.value.timedOut(id) }
-            exchanges[id] = Exchange(promise: request.promise, timer: timer)
+            exchanges[id] = Exchange(promise: request.promise, deadline: request.deadline)
+            arm(request.deadline, context: context, loopBound: loopBound)
             context.write(wrapOutboundOut(HTTP2Frame(streamID: id, payload: .headers(.init(headers: request.headers, endStream: request.body.isEmpty)))), promise: nil)
             if !request.body.isEmpty {
                 let body = context.channel.allocator.buffer(bytes: request.body)
@@ -487,6 +493,32 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
             }
         }
         context.flush()
+    }
+
+    /// Makes sure the sweep runs by `deadline`.
+    private func arm(_ deadline: NIODeadline, context: ChannelHandlerContext, loopBound: NIOLoopBound<HTTP2ClientHandler>) {
+        if let sweepAt, sweepAt <= deadline { return }
+        sweep?.cancel()
+        sweepAt = deadline
+        sweep = context.eventLoop.scheduleTask(deadline: deadline) { loopBound.value.sweepExpired() }
+    }
+
+    /// Resets the streams whose deadline passed, and arms the sweep for the next one.
+    func sweepExpired() {
+        sweep = nil
+        sweepAt = nil
+        let now = NIODeadline.now()
+        var next: NIODeadline?
+        var expired: [HTTP2StreamID] = []
+        for (id, exchange) in exchanges {
+            if exchange.deadline <= now {
+                expired.append(id)
+            } else if next.map({ exchange.deadline < $0 }) ?? true {
+                next = exchange.deadline
+            }
+        }
+        for id in expired.sorted() { timedOut(id) }
+        if let next, let context { arm(next, context: context, loopBound: NIOLoopBound(self, eventLoop: context.eventLoop)) }
     }
 
     func timedOut(_ id: HTTP2StreamID) {
@@ -584,7 +616,6 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
     private func finish(_ id: HTTP2StreamID) {
         guard let exchange = exchanges.removeValue(forKey: id) else { return }
-        exchange.timer?.cancel()
         guard let status = exchange.status else {
             exchange.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the stream ended without an answer"))
             return
@@ -594,7 +625,6 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
 
     private func fail(_ id: HTTP2StreamID, _ error: any Error) {
         guard let exchange = exchanges.removeValue(forKey: id) else { return }
-        exchange.timer?.cancel()
         exchange.promise.fail(error)
     }
 
@@ -602,7 +632,6 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
         let all = exchanges
         exchanges.removeAll()
         for exchange in all.values {
-            exchange.timer?.cancel()
             exchange.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: \(reason)"))
         }
     }

@@ -44,6 +44,57 @@ struct RawStatement {
         }
     }
 
+    /// Runs the statement with `bind` setting its parameters and `row` reading each row it
+    /// returns (a query, or a statement with `RETURNING`), through the C API: no GRDB `Row`
+    /// (a copy of every column into boxed values) per row.
+    func query(_ bind: (inout Binder) throws -> Void, row: (Columns) throws -> Void) throws {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+        defer {
+            sqlite3_reset(statement)
+            sqlite3_clear_bindings(statement)
+        }
+        var binder = Binder(statement: statement, connection: connection)
+        try bind(&binder)
+        let columns = Columns(statement: statement)
+        while true {
+            let code = sqlite3_step(statement)
+            switch code {
+            case SQLITE_DONE:
+                return
+            case SQLITE_ROW:
+                try row(columns)
+            default:
+                throw error(code)
+            }
+        }
+    }
+
+    /// The current row's columns (0-based), valid only inside ``query(_:row:)``'s closure.
+    struct Columns {
+        let statement: SQLiteStatement
+
+        func isNull(_ index: CInt) -> Bool { sqlite3_column_type(statement, index) == SQLITE_NULL }
+
+        func int64(_ index: CInt) -> Int64 { sqlite3_column_int64(statement, index) }
+
+        func optionalInt64(_ index: CInt) -> Int64? { isNull(index) ? nil : int64(index) }
+
+        func text(_ index: CInt) -> String {
+            guard let bytes = sqlite3_column_text(statement, index) else { return "" }
+            let count = Int(sqlite3_column_bytes(statement, index))
+            return String(decoding: UnsafeBufferPointer(start: bytes, count: count), as: UTF8.self)
+        }
+
+        func optionalText(_ index: CInt) -> String? { isNull(index) ? nil : text(index) }
+
+        func blob(_ index: CInt) -> [UInt8] {
+            let count = Int(sqlite3_column_bytes(statement, index))
+            guard count > 0, let bytes = sqlite3_column_blob(statement, index) else { return [] }
+            return [UInt8](UnsafeRawBufferPointer(start: bytes, count: count))
+        }
+    }
+
     func error(_ code: CInt) -> DatabaseError {
         let message = sqlite3_errmsg(connection).map { String(cString: $0) }
         return DatabaseError(resultCode: ResultCode(rawValue: sqlite3_extended_errcode(connection)), message: message ?? "SQLite error \(code)")

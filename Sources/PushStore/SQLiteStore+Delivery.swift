@@ -40,27 +40,55 @@ extension SQLiteStore: DeliveryStore {
         -> [StoredNotification]
     {
         guard limit > 0 else { return [] }
-        let exclusion = Self.exclusion(excluding)
         return try await write { db in
-            var arguments: [any DatabaseValueConvertible] = [claimant, leaseUntil, now, now]
-            arguments += exclusion.arguments as [any DatabaseValueConvertible]
-            arguments.append(limit)
-            // The oldest notification of each subscription, due, not held by a live claim.
-            let sql = """
-                    UPDATE notification SET claimed_by = ?, claimed_until = ?
-                    WHERE id IN (
-                        SELECT n.id FROM notification n
-                        WHERE n.next_attempt_at <= ? AND (n.claimed_until IS NULL OR n.claimed_until < ?)
-                          \(exclusion.sql)
-                          AND NOT EXISTS (SELECT 1 FROM notification e
-                                          WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
-                        ORDER BY n.next_attempt_at, n.id
-                        LIMIT ?)
-                    RETURNING \(Self.notificationColumns)
-                    """
-            let rows = try Row.fetchAll(Self.deliveryStatement(db, sql, excluding: excluding.count), arguments: StatementArguments(arguments))
-            return try rows.map(Self.notification).sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+            try Self.claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
         }
+    }
+
+    /// The claim and, when it took fewer than `limit`, the next due time, in one transaction.
+    public func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch {
+        try await write { db in
+            let claimed = limit > 0 ? try Self.claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding) : []
+            guard claimed.count < limit else { return ClaimedBatch(notifications: claimed, nextDue: .notRead) }
+            return ClaimedBatch(notifications: claimed, nextDue: try Self.nextDue(db, excluding: excluding).map { .at($0) } ?? ClaimedBatch.NextDue.none)
+        }
+    }
+
+    static func claim(_ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) throws
+        -> [StoredNotification]
+    {
+        let exclusion = Self.exclusion(excluding)
+        var arguments: [any DatabaseValueConvertible] = [claimant, leaseUntil, now, now]
+        arguments += exclusion.arguments as [any DatabaseValueConvertible]
+        arguments.append(limit)
+        // The oldest notification of each subscription, due, not held by a live claim.
+        let sql = """
+                UPDATE notification SET claimed_by = ?, claimed_until = ?
+                WHERE id IN (
+                    SELECT n.id FROM notification n
+                    WHERE n.next_attempt_at <= ? AND (n.claimed_until IS NULL OR n.claimed_until < ?)
+                      \(exclusion.sql)
+                      AND NOT EXISTS (SELECT 1 FROM notification e
+                                      WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
+                    ORDER BY n.next_attempt_at, n.id
+                    LIMIT ?)
+                RETURNING \(Self.notificationColumns)
+                """
+        var claimed: [StoredNotification] = []
+        claimed.reserveCapacity(limit)
+        if excluding.count <= 4 {
+            try RawStatement(db, sql).query({ binder in
+                try binder.bind(claimant)
+                try binder.bind(leaseUntil)
+                try binder.bind(now)
+                try binder.bind(now)
+                for argument in exclusion.arguments { try binder.bind(argument) }
+                try binder.bind(Int64(limit))
+            }, row: { claimed.append(try Self.notification($0)) })
+        } else {
+            claimed = try Row.fetchAll(db.makeStatement(sql: sql), arguments: StatementArguments(arguments)).map(Self.notification)
+        }
+        return claimed.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
     }
 
     public func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
@@ -160,15 +188,17 @@ extension SQLiteStore: DeliveryStore {
     }
 
     public func nextDue(excluding: Set<SenderKey>) async throws -> Int64? {
+        try await read { db in try Self.nextDue(db, excluding: excluding) }
+    }
+
+    static func nextDue(_ db: Database, excluding: Set<SenderKey>) throws -> Int64? {
         let exclusion = Self.exclusion(excluding)
-        return try await read { db in
-            let sql = """
-                SELECT min(n.next_attempt_at) FROM notification n
-                WHERE n.claimed_until IS NULL \(exclusion.sql)
-                  AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
-                """
-            return try Int64.fetchOne(Self.deliveryStatement(db, sql, excluding: excluding.count), arguments: StatementArguments(exclusion.arguments))
-        }
+        let sql = """
+            SELECT min(n.next_attempt_at) FROM notification n
+            WHERE n.claimed_until IS NULL \(exclusion.sql)
+              AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
+            """
+        return try Int64.fetchOne(Self.deliveryStatement(db, sql, excluding: excluding.count), arguments: StatementArguments(exclusion.arguments))
     }
 
     @discardableResult

@@ -284,6 +284,20 @@ extension SQLiteStore: IngestStore {
     static let notificationColumns =
         "id, app, subscription_handle, subscription_id, kind, target, destination, event, payload, record_seq, created_at, next_attempt_at, attempts, first_attempt_at"
 
+    /// A row of ``notificationColumns``, read through the C API.
+    static func notification(_ row: RawStatement.Columns) throws -> StoredNotification {
+        guard let kind = SubscriptionKind(rawValue: row.text(4)), let event = NotificationKind(rawValue: row.text(7)) else {
+            throw StoreError.corrupt("a notification row has an unknown kind or event")
+        }
+        guard let attempts = Int(exactly: row.int64(12)) else { throw StoreError.corrupt("a notification row has a bad attempt count") }
+        let entry = OutboxEntry(
+            app: row.text(1), subscriptionHandle: row.int64(2), subscriptionID: row.text(3), kind: kind, target: row.optionalText(5),
+            destination: row.optionalText(6), notification: event, payload: row.blob(8), recordSeq: row.optionalInt64(9))
+        return StoredNotification(
+            id: row.int64(0), entry: entry, createdAt: row.int64(10), nextAttemptAt: row.int64(11), attempts: attempts,
+            firstAttemptAt: row.optionalInt64(13))
+    }
+
     /// A row of ``notificationColumns``.
     static func notification(_ row: Row) throws -> StoredNotification {
         guard let kind = SubscriptionKind(rawValue: row[4]), let event = NotificationKind(rawValue: row[7]) else {

@@ -94,6 +94,30 @@ struct DeliveryStoreContractTests {
         #expect(try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: []).count == 1)
     }
 
+    @Test("claimDue: the claim, and the next due time only when it took fewer than its limit (SQLite in one transaction)", arguments: StoreKind.all)
+    func claimDue(kind: StoreKind) async throws {
+        let store = try await kind.make().store
+        let subscriptions = [makeSubscription(path: "/a"), makeSubscription(path: "/b"), makeSubscription(path: "/c"), makeSubscription(path: "/d")]
+        var handles: [Int64] = []
+        for subscription in subscriptions { handles.append(try await stored(store, subscription)) }
+        try await queue(store, now: 10, (0..<3).map { entry(subscriptions[$0], handles[$0], .value, payload: "p\($0)") })
+        try await queue(store, now: 500, [entry(subscriptions[3], handles[3], .value, payload: "later")])
+        // Its limit: more may be due, nothing read.
+        let full = try await store.claimDue(now: 10, limit: 2, claimant: "x", leaseUntil: 100, excluding: [])
+        #expect(full.notifications.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["p0", "p1"])
+        #expect(full.nextDue == .notRead)
+        // Fewer: the next one not claimed (the one due at 500), read after the claim.
+        let rest = try await store.claimDue(now: 10, limit: 5, claimant: "x", leaseUntil: 100, excluding: [])
+        #expect(rest.notifications.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["p2"])
+        #expect(rest.nextDue == .at(500))
+        // The one left excluded: nothing waits.
+        let none = try await store.claimDue(now: 10, limit: 5, claimant: "x", leaseUntil: 100, excluding: [SenderKey(app: "toto", kind: .mobile)])
+        #expect(none.notifications.isEmpty && none.nextDue == .none)
+        // At 500: the later one, and the three whose leases ended at 100.
+        let later = try await store.claimDue(now: 500, limit: 5, claimant: "y", leaseUntil: 600, excluding: [])
+        #expect(later.notifications.count == 4 && later.nextDue == .none)
+    }
+
     @Test("only the oldest notification of a subscription is claimed, and only once", arguments: StoreKind.all)
     func claimsHeads(kind: StoreKind) async throws {
         let store = try await kind.make().store

@@ -96,4 +96,43 @@ public protocol DeliveryStore: Sendable {
     /// Deletes the notifications of `sender` created before `createdBefore` that nobody holds a
     /// live claim on at `now` (a paused sender's, past the retry window): how many.
     func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int
+    /// ``claim(now:limit:claimant:leaseUntil:excluding:)``, then, when fewer than `limit` were
+    /// due, ``nextDue(excluding:)``: one round trip where the store can (SQLite: one
+    /// transaction), two otherwise (the default).
+    func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch
+}
+
+/// What ``DeliveryStore/claimDue(now:limit:claimant:leaseUntil:excluding:)`` took, and when to
+/// look again.
+public struct ClaimedBatch: Sendable, Equatable {
+    /// The next due time after a claim that took fewer than its limit.
+    public enum NextDue: Sendable, Equatable {
+        /// The claim took its limit: more may be due now.
+        case notRead
+        /// Nothing else waits.
+        case none
+        case at(Int64)
+        /// The read failed (what was claimed stands): look again soon.
+        case unknown(String)
+    }
+
+    public var notifications: [StoredNotification]
+    public var nextDue: NextDue
+
+    public init(notifications: [StoredNotification], nextDue: NextDue) {
+        self.notifications = notifications
+        self.nextDue = nextDue
+    }
+}
+
+extension DeliveryStore {
+    public func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch {
+        let claimed = try await claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
+        guard claimed.count < limit else { return ClaimedBatch(notifications: claimed, nextDue: .notRead) }
+        do {
+            return ClaimedBatch(notifications: claimed, nextDue: try await nextDue(excluding: excluding).map { .at($0) } ?? ClaimedBatch.NextDue.none)
+        } catch {
+            return ClaimedBatch(notifications: claimed, nextDue: .unknown(String(describing: error)))
+        }
+    }
 }
