@@ -153,8 +153,10 @@ public struct DispatchStateMachine: Sendable {
 
     /// What to claim now: as many as there are free slots (at most a batch), leaving out the
     /// senders paused until a later probe and those slowed down until later.
-    public mutating func claim(now: Int64) -> Claim {
-        let free = configuration.maximumInFlight - inFlight
+    /// `settling` notifications are being settled with this claim (they leave the flight if it
+    /// succeeds, and the claim is undone if they cannot).
+    public mutating func claim(now: Int64, settling: Int = 0) -> Claim {
+        let free = configuration.maximumInFlight - max(0, inFlight - settling)
         guard free > 0 else { return .none }
         return .claim(limit: min(free, configuration.claimBatch), excluding: excluded(now: now))
     }

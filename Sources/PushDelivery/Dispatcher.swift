@@ -136,7 +136,9 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         var failures = 0
         var lastStaleSweep = Int64.min
         while !stopping {
-            await settleAnswers()
+            // The answers so far are stored with the next claim, in one round trip where the
+            // store can (SQLite: one transaction), or alone when nothing is to be claimed.
+            let pending = await pendingSettlements()
             if state.withLock({ $0.reconcile }) {
                 let held = state.withLock { $0.held }
                 if let released = try? await store.releaseClaims(claimant: configuration.claimant, keeping: held) {
@@ -152,17 +154,38 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             }
             start(state.withLock { $0.machine.startable() }, group: &group)
             let now = clock.now
-            let claim = state.withLock { $0.machine.claim(now: now) }
+            let claim = state.withLock { $0.machine.claim(now: now, settling: pending?.decisions.count ?? 0) }
             var claimed: [StoredNotification] = []
             var nextDue: Int64?
             var limit: Int?
             if case .claim(let most, let excluding) = claim {
                 limit = most
+                let leaseUntil = now.saturatingAdding(configuration.lease)
+                let outcome: Result<ClaimedBatch, any Error>
+                if let pending {
+                    do {
+                        let (result, claim) = try await store.settleAndClaimDue(
+                            pending.settlements, settledAt: pending.now, claimant: configuration.claimant, now: now, limit: most, leaseUntil: leaseUntil,
+                            excluding: excluding)
+                        settled(pending, result)
+                        outcome = claim
+                    } catch {
+                        // Not stored: stored alone (retried until they are), the claim next time.
+                        await store(pending)
+                        continue
+                    }
+                } else {
+                    do {
+                        outcome = .success(
+                            try await store.claimDue(now: now, limit: most, claimant: configuration.claimant, leaseUntil: leaseUntil, excluding: excluding))
+                    } catch {
+                        outcome = .failure(error)
+                    }
+                }
                 do {
                     // With the claim, when nothing more is due now: the next due time, to sleep
-                    // until (one round trip where the store can).
-                    let batch = try await store.claimDue(
-                        now: now, limit: most, claimant: configuration.claimant, leaseUntil: now.saturatingAdding(configuration.lease), excluding: excluding)
+                    // until.
+                    let batch = try outcome.get()
                     claimed = batch.notifications
                     state.withLock { $0.held.formUnion(claimed.map(\.id)) }
                     failures = 0
@@ -185,6 +208,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                     await waitForWake(until: now.saturatingAdding(Int64(min(30_000, 100 << min(failures, 8)))))
                     continue
                 }
+            } else if let pending {
+                await store(pending)
             }
             let items = claimed.map { DispatchStateMachine.Claimed($0, provider: senders.sender(for: $0.entry)?.provider) }
             let (sends, next) = state.withLock { state in
@@ -244,13 +269,27 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         state.withLock { $0.wake = false }
     }
 
+    /// The answers so far, decided and ready to be stored in one batch.
+    struct PendingSettlements {
+        var now: Int64
+        var decisions: [DispatchStateMachine.Decision]
+        var settlements: [Settlement]
+    }
+
     /// Settles every answer so far in one batch: the machine's decisions, revoke notifications
     /// built where they are due, counted and logged.
     func settleAnswers() async {
+        guard let pending = await pendingSettlements() else { return }
+        await store(pending)
+    }
+
+    /// The machine's decisions on the answers so far (counted and logged), with the revoke
+    /// notifications built where they are due; `nil` when no answer waits.
+    func pendingSettlements() async -> PendingSettlements? {
         let now = clock.now
         let random = self.random
         let decisions = state.withLock { $0.machine.decisions(now: now, random: random) }
-        guard !decisions.isEmpty else { return }
+        guard !decisions.isEmpty else { return nil }
         var settlements: [Settlement] = []
         settlements.reserveCapacity(decisions.count)
         for decision in decisions {
@@ -261,6 +300,34 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 settlements.append(decision.settlement)
             }
         }
+        return PendingSettlements(now: now, decisions: decisions, settlements: settlements)
+    }
+
+    /// What the store did with settlements: logged, counted; the notifications leave the flight.
+    func settled(_ pending: PendingSettlements, _ result: SettleResult) {
+        if result.discarded > 0 {
+            logger.warning("notifications discarded after the retry window", metadata: ["count": "\(result.discarded)"])
+            // Each decision counted its own notification; the ones waiting behind it went
+            // with it: count them too.
+            for decision in pending.decisions {
+                if case .discard(let id, _) = decision.settlement, let count = result.discardedWith[id], count > 1 {
+                    counters.count(provider: decision.provider, outcome: "discarded", times: count - 1)
+                }
+            }
+        }
+        if result.lost > 0 { logger.warning("claims lost before their settlement", metadata: ["count": "\(result.lost)"]) }
+        if !result.revoked.isEmpty { index.nudge() }
+        state.withLock {
+            $0.machine.settled(pending.decisions.count)
+            $0.held.subtract(pending.decisions.map(\.notification.id))
+        }
+    }
+
+    /// Stores settlements, retrying until they are.
+    func store(_ pending: PendingSettlements) async {
+        let decisions = pending.decisions
+        let settlements = pending.settlements
+        let now = pending.now
         // Until stored: a claim given up would hold its notification (and the subscription's
         // queue behind it) until its lease lapses, minutes away. The store being away, nothing
         // else can be claimed meanwhile either. Only stopping gives up: the claims are then
@@ -268,20 +335,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         var attempt = 0
         while true {
             do {
-                let result = try await store.settle(settlements, claimant: configuration.claimant, now: now)
-                if result.discarded > 0 {
-                    logger.warning("notifications discarded after the retry window", metadata: ["count": "\(result.discarded)"])
-                    // Each decision counted its own notification; the ones waiting behind it
-                    // went with it: count them too.
-                    for decision in decisions {
-                        if case .discard(let id, _) = decision.settlement, let count = result.discardedWith[id], count > 1 {
-                            counters.count(provider: decision.provider, outcome: "discarded", times: count - 1)
-                        }
-                    }
-                }
-                if result.lost > 0 { logger.warning("claims lost before their settlement", metadata: ["count": "\(result.lost)"]) }
-                if !result.revoked.isEmpty { index.nudge() }
-                break
+                settled(pending, try await store.settle(settlements, claimant: configuration.claimant, now: now))
+                return
             } catch {
                 attempt += 1
                 if attempt == 1 || attempt % 20 == 0 {

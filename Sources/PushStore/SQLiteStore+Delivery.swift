@@ -93,98 +93,113 @@ extension SQLiteStore: DeliveryStore {
 
     public func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
         guard !settlements.isEmpty else { return SettleResult() }
-        return try await write { db in
-            var result = SettleResult()
-            let schedule = try RawStatement(
-                db,
-                """
-                UPDATE notification SET next_attempt_at = ?, first_attempt_at = ?, attempts = ?, claimed_by = NULL, claimed_until = NULL
-                WHERE id = ? AND claimed_by = ?
-                """)
-            let unclaim = try RawStatement(
-                db, "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?")
-            let dropSubscription = try RawStatement(db, "DELETE FROM notification WHERE subscription_handle = ?")
-            let deleteSubscription = try RawStatement(db, "DELETE FROM subscription WHERE handle = ?")
-            let insert = try RawStatement(db, Self.insertNotificationSQL + " VALUES (\(Self.notificationMarks))")
-            let settled = try RawStatement(db, "DELETE FROM notification WHERE id = ? AND claimed_by = ?")
-            func holds(_ id: Int64) throws -> Row? {
-                try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT subscription_handle, coalescable FROM notification WHERE id = ? AND claimed_by = ?"),
-                    arguments: [id, claimant])
-            }
-            for settlement in settlements {
-                switch settlement {
-                case .delivered(let id), .drop(let id):
-                    // One prepared statement stepped per notification: cheaper than preparing
-                    // an `IN (…)` of the batch's size each time.
-                    let deleted = try settled.run {
-                        try $0.bind(id)
-                        try $0.bind(claimant)
-                    }
-                    if deleted == 0 { result.lost += 1 }
-                case .release(let id):
-                    let released = try unclaim.run {
-                        try $0.bind(id)
-                        try $0.bind(claimant)
-                    }
-                    if released == 0 { result.lost += 1 }
-                case .retry(let id, let next, let first, let attempts):
-                    guard let row = try holds(id) else {
-                        result.lost += 1
-                        continue
-                    }
-                    let handle: Int64 = row["subscription_handle"]
-                    let coalescable: Bool = row["coalescable"]
-                    if coalescable,
-                        let newer = try Int64.fetchOne(
-                            db.cachedStatement(
-                                sql: """
-                                    SELECT max(id) FROM notification
-                                    WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL AND id > ?
-                                    """), arguments: [handle, id])
-                    {
-                        // A newer value waits: it takes this one's place in the schedule.
-                        try db.cachedStatement(
+        return try await write { db in try Self.settle(db, settlements, claimant: claimant, now: now) }
+    }
+
+    /// The settlements, then the claim and its next due time, in one transaction.
+    public func settleAndClaimDue(
+        _ settlements: [Settlement], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64, excluding: Set<SenderKey>
+    ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
+        try await write { db in
+            let result = settlements.isEmpty ? SettleResult() : try Self.settle(db, settlements, claimant: claimant, now: settledAt)
+            let claimed = limit > 0 ? try Self.claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding) : []
+            guard claimed.count < limit else { return (result, .success(ClaimedBatch(notifications: claimed, nextDue: .notRead))) }
+            let next = try Self.nextDue(db, excluding: excluding).map { ClaimedBatch.NextDue.at($0) } ?? ClaimedBatch.NextDue.none
+            return (result, .success(ClaimedBatch(notifications: claimed, nextDue: next)))
+        }
+    }
+
+    static func settle(_ db: Database, _ settlements: [Settlement], claimant: String, now: Int64) throws -> SettleResult {
+        var result = SettleResult()
+        let schedule = try RawStatement(
+            db,
+            """
+            UPDATE notification SET next_attempt_at = ?, first_attempt_at = ?, attempts = ?, claimed_by = NULL, claimed_until = NULL
+            WHERE id = ? AND claimed_by = ?
+            """)
+        let unclaim = try RawStatement(
+            db, "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE id = ? AND claimed_by = ?")
+        let dropSubscription = try RawStatement(db, "DELETE FROM notification WHERE subscription_handle = ?")
+        let deleteSubscription = try RawStatement(db, "DELETE FROM subscription WHERE handle = ?")
+        let insert = try RawStatement(db, Self.insertNotificationSQL + " VALUES (\(Self.notificationMarks))")
+        let settled = try RawStatement(db, "DELETE FROM notification WHERE id = ? AND claimed_by = ?")
+        func holds(_ id: Int64) throws -> Row? {
+            try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT subscription_handle, coalescable FROM notification WHERE id = ? AND claimed_by = ?"),
+                arguments: [id, claimant])
+        }
+        for settlement in settlements {
+            switch settlement {
+            case .delivered(let id), .drop(let id):
+                // One prepared statement stepped per notification: cheaper than preparing
+                // an `IN (…)` of the batch's size each time.
+                let deleted = try settled.run {
+                    try $0.bind(id)
+                    try $0.bind(claimant)
+                }
+                if deleted == 0 { result.lost += 1 }
+            case .release(let id):
+                let released = try unclaim.run {
+                    try $0.bind(id)
+                    try $0.bind(claimant)
+                }
+                if released == 0 { result.lost += 1 }
+            case .retry(let id, let next, let first, let attempts):
+                guard let row = try holds(id) else {
+                    result.lost += 1
+                    continue
+                }
+                let handle: Int64 = row["subscription_handle"]
+                let coalescable: Bool = row["coalescable"]
+                if coalescable,
+                    let newer = try Int64.fetchOne(
+                        db.cachedStatement(
                             sql: """
-                                UPDATE notification SET next_attempt_at = max(next_attempt_at, ?), first_attempt_at = ?, attempts = ?
-                                WHERE id = ?
-                                """
-                        ).execute(arguments: [next, first, attempts, newer])
-                        try db.cachedStatement(sql: "DELETE FROM notification WHERE id = ?").execute(arguments: [id])
-                        result.superseded += 1
-                        continue
-                    }
-                    try schedule.run { binder in
-                        try binder.bind(next)
-                        try binder.bind(first)
-                        try binder.bind(Int64(attempts))
-                        try binder.bind(id)
-                        try binder.bind(claimant)
-                    }
-                case .discard(let id, let handle):
-                    guard try holds(id) != nil else {
-                        result.lost += 1
-                        continue
-                    }
-                    let count = try dropSubscription.run { try $0.bind(handle) }
-                    result.discarded += count
-                    result.discardedWith[id] = count
-                case .revoke(let id, let handle, let notification):
-                    guard try holds(id) != nil else {
-                        result.lost += 1
-                        continue
-                    }
-                    _ = try dropSubscription.run { try $0.bind(handle) }
-                    if try deleteSubscription.run({ try $0.bind(handle) }) > 0 {
-                        result.revoked.append(handle)
-                        if let entry = notification {
-                            try insert.run { try Self.bindNotification(&$0, entry, now: now) }
-                        }
+                                SELECT max(id) FROM notification
+                                WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL AND id > ?
+                                """), arguments: [handle, id])
+                {
+                    // A newer value waits: it takes this one's place in the schedule.
+                    try db.cachedStatement(
+                        sql: """
+                            UPDATE notification SET next_attempt_at = max(next_attempt_at, ?), first_attempt_at = ?, attempts = ?
+                            WHERE id = ?
+                            """
+                    ).execute(arguments: [next, first, attempts, newer])
+                    try db.cachedStatement(sql: "DELETE FROM notification WHERE id = ?").execute(arguments: [id])
+                    result.superseded += 1
+                    continue
+                }
+                try schedule.run { binder in
+                    try binder.bind(next)
+                    try binder.bind(first)
+                    try binder.bind(Int64(attempts))
+                    try binder.bind(id)
+                    try binder.bind(claimant)
+                }
+            case .discard(let id, let handle):
+                guard try holds(id) != nil else {
+                    result.lost += 1
+                    continue
+                }
+                let count = try dropSubscription.run { try $0.bind(handle) }
+                result.discarded += count
+                result.discardedWith[id] = count
+            case .revoke(let id, let handle, let notification):
+                guard try holds(id) != nil else {
+                    result.lost += 1
+                    continue
+                }
+                _ = try dropSubscription.run { try $0.bind(handle) }
+                if try deleteSubscription.run({ try $0.bind(handle) }) > 0 {
+                    result.revoked.append(handle)
+                    if let entry = notification {
+                        try insert.run { try Self.bindNotification(&$0, entry, now: now) }
                     }
                 }
             }
-            return result
         }
+        return result
     }
 
     public func nextDue(excluding: Set<SenderKey>) async throws -> Int64? {

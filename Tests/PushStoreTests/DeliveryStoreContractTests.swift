@@ -118,6 +118,28 @@ struct DeliveryStoreContractTests {
         #expect(later.notifications.count == 4 && later.nextDue == .none)
     }
 
+    @Test("settleAndClaimDue: a settled head lets the next of its subscription be claimed in the same call", arguments: StoreKind.all)
+    func settleAndClaimDue(kind: StoreKind) async throws {
+        let store = try await kind.make().store
+        let a = makeSubscription(path: "/a", mode: .childEvent)
+        let ha = try await stored(store, a)
+        try await queue(store, now: 10, [entry(a, ha, .childEvent, payload: "a1"), entry(a, ha, .childEvent, payload: "a2")])
+        let first = try await store.claimDue(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        #expect(first.notifications.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a1"])
+        let (settled, claim) = try await store.settleAndClaimDue(
+            [.delivered(id: first.notifications[0].id)], settledAt: 20, claimant: "x", now: 20, limit: 10, leaseUntil: 100, excluding: [])
+        #expect(settled.lost == 0)
+        let second = try claim.get()
+        #expect(second.notifications.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a2"])
+        #expect(second.nextDue == .none)
+        // A settlement of a claim not held is counted lost; the claim still runs.
+        let (late, none) = try await store.settleAndClaimDue(
+            [.delivered(id: first.notifications[0].id)], settledAt: 30, claimant: "x", now: 30, limit: 10, leaseUntil: 100, excluding: [])
+        #expect(late.lost == 1)
+        #expect(try none.get().notifications.isEmpty)
+        #expect(try await payloads(store) == ["a2"])
+    }
+
     @Test("only the oldest notification of a subscription is claimed, and only once", arguments: StoreKind.all)
     func claimsHeads(kind: StoreKind) async throws {
         let store = try await kind.make().store

@@ -100,6 +100,13 @@ public protocol DeliveryStore: Sendable {
     /// due, ``nextDue(excluding:)``: one round trip where the store can (SQLite: one
     /// transaction), two otherwise (the default).
     func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch
+    /// ``settle(_:claimant:now:)`` (dated `settledAt`), then
+    /// ``claimDue(now:limit:claimant:leaseUntil:excluding:)``: one round trip where the store can
+    /// (SQLite: one transaction, undone as a whole if any part fails), two otherwise. Throws when
+    /// the settlements were not stored; the claim's own failure is in its result.
+    func settleAndClaimDue(
+        _ settlements: [Settlement], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64, excluding: Set<SenderKey>
+    ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>)
 }
 
 /// What ``DeliveryStore/claimDue(now:limit:claimant:leaseUntil:excluding:)`` took, and when to
@@ -126,6 +133,17 @@ public struct ClaimedBatch: Sendable, Equatable {
 }
 
 extension DeliveryStore {
+    public func settleAndClaimDue(
+        _ settlements: [Settlement], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64, excluding: Set<SenderKey>
+    ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
+        let result = try await settle(settlements, claimant: claimant, now: settledAt)
+        do {
+            return (result, .success(try await claimDue(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)))
+        } catch {
+            return (result, .failure(error))
+        }
+    }
+
     public func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch {
         let claimed = try await claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
         guard claimed.count < limit else { return ClaimedBatch(notifications: claimed, nextDue: .notRead) }
