@@ -1,5 +1,6 @@
 import GRDB
 import PushCore
+import Synchronization
 
 /// The embedded store: one SQLite database in WAL mode (GRDB `DatabasePool`: one writer,
 /// concurrent readers, several processes may open it).
@@ -9,6 +10,23 @@ import PushCore
 public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     public let path: String
     let pool: any DatabaseWriter
+    /// Saves waiting for the writer (``save(_:allowUpdate:maxPerUser:)``).
+    let saves = Mutex(SaveQueue())
+
+    /// Saves are committed in groups: while one group's transaction runs, the saves that arrive
+    /// wait, and go together in the next one (one `fdatasync` for all of them). Each save runs
+    /// in its own savepoint, so one that fails fails alone.
+    struct SaveQueue: ~Copyable {
+        struct Waiting {
+            var subscription: Subscription
+            var allowUpdate: Bool
+            var maxPerUser: Int?
+            var continuation: CheckedContinuation<SaveOutcome, any Error>
+        }
+
+        var waiting: [Waiting] = []
+        var committing = false
+    }
 
     /// Opens an existing database to read it only (`replay --dry-run`): nothing is created,
     /// migrated or written.
@@ -66,47 +84,91 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     }
 
     public func save(_ subscription: Subscription, allowUpdate: Bool, maxPerUser: Int?) async throws -> SaveOutcome {
-        try await write(subscriptionID: subscription.id) { db in
-            // Cached statements: creates are the API's hot path, and preparing these each time
-            // (parse, plan, authorizer) costs more than running them.
-            if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM subscription WHERE id = ?"), arguments: [subscription.id]) {
-                let existing = try Self.subscription(row)
-                guard allowUpdate else { return .conflict(existing) }
-                try db.cachedStatement(sql: "UPDATE subscription SET mode = ?, format = ?, encryption = ?, expires_at = ?, auth = ? WHERE handle = ?")
-                    .execute(arguments: [
-                        subscription.mode.rawValue, subscription.format.rawValue, subscription.encryption.map { $0.json.description },
-                        subscription.expiresAt, subscription.authText, existing.handle,
-                    ])
-                var refreshed = subscription
-                refreshed.handle = existing.handle
-                refreshed.createdAt = existing.createdAt
-                return .refreshed(refreshed)
+        try await withCheckedThrowingContinuation { continuation in
+            let leads = saves.withLock { queue -> Bool in
+                queue.waiting.append(.init(subscription: subscription, allowUpdate: allowUpdate, maxPerUser: maxPerUser, continuation: continuation))
+                if queue.committing { return false }
+                queue.committing = true
+                return true
             }
-            let tuple = subscription.tuple
-            if let maxPerUser {
-                // Counted up to the limit only: a user far over it (created before the limit, or
-                // by an import) costs the limit's rows, not all of theirs.
-                let count = try Int.fetchOne(
-                    db.cachedStatement(sql: "SELECT count(*) FROM (SELECT 1 FROM subscription WHERE app = ? AND uid = ? LIMIT ?)"),
-                    arguments: [tuple.app, tuple.uid, maxPerUser]) ?? 0
-                if count >= maxPerUser { return .tooMany(count: count) }
-            }
-            try db.cachedStatement(
-                sql: """
-                    INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption,
-                                              created_at, expires_at, auth)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """
-            ).execute(
-                arguments: [
-                    subscription.id, tuple.app, tuple.uid, tuple.kind.rawValue, tuple.destination ?? "", tuple.path.string,
-                    tuple.context ?? "", subscription.mode.rawValue, subscription.format.rawValue,
-                    subscription.encryption.map { $0.json.description }, subscription.createdAt, subscription.expiresAt, subscription.authText,
-                ])
-            var created = subscription
-            created.handle = db.lastInsertedRowID
-            return .created(created)
+            if leads { Task { await self.commitSaves() } }
         }
+    }
+
+    /// Commits the waiting saves, group after group, until none waits.
+    func commitSaves() async {
+        while true {
+            let group = saves.withLock { queue -> [SaveQueue.Waiting] in
+                let group = queue.waiting
+                queue.waiting.removeAll()
+                if group.isEmpty { queue.committing = false }
+                return group
+            }
+            if group.isEmpty { return }
+            let items = group.map { ($0.subscription, $0.allowUpdate, $0.maxPerUser) }
+            do {
+                let outcomes = try await pool.write { db in
+                    items.map { subscription, allowUpdate, maxPerUser -> Result<SaveOutcome, any Error> in
+                        do {
+                            var outcome: SaveOutcome?
+                            try db.inSavepoint {
+                                outcome = try Self.save(db, subscription, allowUpdate: allowUpdate, maxPerUser: maxPerUser)
+                                return .commit
+                            }
+                            return .success(outcome!)
+                        } catch {
+                            return .failure(Self.storeError(error, subscriptionID: subscription.id))
+                        }
+                    }
+                }
+                for (waiting, outcome) in zip(group, outcomes) { waiting.continuation.resume(with: outcome) }
+            } catch {
+                for waiting in group { waiting.continuation.resume(throwing: Self.storeError(error, subscriptionID: waiting.subscription.id)) }
+            }
+        }
+    }
+
+    /// One save, inside the caller's transaction.
+    static func save(_ db: Database, _ subscription: Subscription, allowUpdate: Bool, maxPerUser: Int?) throws -> SaveOutcome {
+        // Cached statements: creates are the API's hot path, and preparing these each time
+        // (parse, plan, authorizer) costs more than running them.
+        if let row = try Row.fetchOne(db.cachedStatement(sql: "SELECT * FROM subscription WHERE id = ?"), arguments: [subscription.id]) {
+            let existing = try Self.subscription(row)
+            guard allowUpdate else { return .conflict(existing) }
+            try db.cachedStatement(sql: "UPDATE subscription SET mode = ?, format = ?, encryption = ?, expires_at = ?, auth = ? WHERE handle = ?")
+                .execute(arguments: [
+                    subscription.mode.rawValue, subscription.format.rawValue, subscription.encryption.map { $0.json.description },
+                    subscription.expiresAt, subscription.authText, existing.handle,
+                ])
+            var refreshed = subscription
+            refreshed.handle = existing.handle
+            refreshed.createdAt = existing.createdAt
+            return .refreshed(refreshed)
+        }
+        let tuple = subscription.tuple
+        if let maxPerUser {
+            // Counted up to the limit only: a user far over it (created before the limit, or
+            // by an import) costs the limit's rows, not all of theirs.
+            let count = try Int.fetchOne(
+                db.cachedStatement(sql: "SELECT count(*) FROM (SELECT 1 FROM subscription WHERE app = ? AND uid = ? LIMIT ?)"),
+                arguments: [tuple.app, tuple.uid, maxPerUser]) ?? 0
+            if count >= maxPerUser { return .tooMany(count: count) }
+        }
+        try db.cachedStatement(
+            sql: """
+                INSERT INTO subscription (id, app, uid, kind, destination, path, context, mode, format, encryption,
+                                          created_at, expires_at, auth)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(
+            arguments: [
+                subscription.id, tuple.app, tuple.uid, tuple.kind.rawValue, tuple.destination ?? "", tuple.path.string,
+                tuple.context ?? "", subscription.mode.rawValue, subscription.format.rawValue,
+                subscription.encryption.map { $0.json.description }, subscription.createdAt, subscription.expiresAt, subscription.authText,
+            ])
+        var created = subscription
+        created.handle = db.lastInsertedRowID
+        return .created(created)
     }
 
     /// Inserts many new subscriptions in one transaction (imports, benchmarks); a tuple that

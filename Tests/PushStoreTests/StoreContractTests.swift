@@ -392,6 +392,53 @@ struct SQLiteSchemaTests {
         #expect(duplicate.output.contains("UNIQUE constraint failed"))
     }
 
+    /// Saves that arrive while a transaction runs are committed together, each in its own
+    /// savepoint: one save's outcome never depends on another of its group.
+    @Test("concurrent saves, grouped into shared transactions, each get their own outcome")
+    func groupedSaves() async throws {
+        let (store, _) = try rawStore()
+        // 40 subscriptions, each saved three times at once (a create and two repeats), and one
+        // user capped at 5 of 12.
+        let distinct = (0..<40).map { makeSubscription(path: "/n\($0)") }
+        let capped = (0..<12).map { makeSubscription(uid: "capped", path: "/c\($0)") }
+        // Refused by the schema (claims over 4 KiB): that save fails, alone.
+        var oversized = makeSubscription(uid: "big", path: "/big")
+        oversized.auth = .string(String(repeating: "x", count: 5_000))
+        let refused = oversized
+        let outcomes = try await withThrowingTaskGroup(of: (String, SaveOutcome?).self) { group in
+            group.addTask { (refused.id, try? await store.save(refused, allowUpdate: false, maxPerUser: nil)) }
+            for subscription in distinct + distinct + distinct {
+                group.addTask { (subscription.id, try await store.save(subscription, allowUpdate: false, maxPerUser: nil)) }
+            }
+            for subscription in capped {
+                group.addTask { (subscription.id, try await store.save(subscription, allowUpdate: false, maxPerUser: 5)) }
+            }
+            var all: [(String, SaveOutcome?)] = []
+            for try await outcome in group { all.append(outcome) }
+            return all
+        }
+        #expect(outcomes.filter { $0.1 == nil }.map(\.0) == [refused.id])
+        var created: [String: Int] = [:]
+        var conflicts: [String: Int] = [:]
+        var tooMany = 0
+        var handles = Set<Int64>()
+        for case (let id, let outcome?) in outcomes {
+            switch outcome {
+            case .created(let subscription):
+                created[id, default: 0] += 1
+                handles.insert(subscription.handle!)
+            case .conflict: conflicts[id, default: 0] += 1
+            case .tooMany: tooMany += 1
+            default: Issue.record("unexpected \(outcome)")
+            }
+        }
+        #expect(distinct.allSatisfy { created[$0.id] == 1 && conflicts[$0.id] == 2 })
+        #expect(capped.filter { created[$0.id] == 1 }.count == 5 && tooMany == 7)
+        #expect(handles.count == 45)
+        #expect(try await store.countByKind() == [.mobile: 45])
+        #expect(try await store.changes(after: 0, limit: 1000).count == 45)
+    }
+
     /// GRDB turns WAL mode on with `synchronous = NORMAL` after the connection's own set-up:
     /// commits (ingestion batches, whose records are then acknowledged) would reach the disk
     /// only at a checkpoint.
