@@ -30,7 +30,7 @@ struct BenchDeliver: AsyncParsableCommand {
 
     @Option(help: "Notifications to deliver (one per subscription).") var messages = 20_000
     @Option(help: "Independent HTTP clients the sends are spread over.") var clients = 2
-    @Option(help: "Sends at once (per provider and per application; the service's default per application is 64).") var concurrency = 64
+    @Option(help: "Sends at once (per provider and per application: the service's default per application, delivery.concurrency.perApp).") var concurrency = 256
     @Option(help: "The fake FCM's URL; default: start ../shared/bench/run_peer.sh --serve (run_peer_tls.sh with --tls).") var url: String?
     @Flag(help: "TLS + HTTP/2 (the providers' protocol): nginx from run_peer_tls.sh, the service's HTTP/2 transport, h2load and the peer beside it.")
     var tls = false

@@ -255,7 +255,9 @@ public struct DispatchStateMachine: Sendable {
     public mutating func decisions(now: Int64, random: () -> Double) -> [Decision] {
         let answers = completed
         completed.removeAll(keepingCapacity: true)
-        return answers.map { decide($0, now: now, random: random()) }
+        // The jitter is drawn only for a retry (a draw from the system's generator is a system
+        // call, and most answers are deliveries).
+        return answers.map { decide($0, now: now, random: random) }
     }
 
     /// `count` notifications were settled (or given up): they leave the flight.
@@ -263,7 +265,7 @@ public struct DispatchStateMachine: Sendable {
         inFlight = max(0, inFlight - count)
     }
 
-    mutating func decide(_ answer: Completed, now: Int64, random: Double) -> Decision {
+    mutating func decide(_ answer: Completed, now: Int64, random: () -> Double) -> Decision {
         let notification = answer.notification
         let entry = notification.entry
         let key = SenderKey(app: entry.app, kind: entry.kind, destination: entry.destination)
@@ -280,7 +282,7 @@ public struct DispatchStateMachine: Sendable {
             decision.resumed = resume(key)
             let attempts = notification.attempts == .max ? .max : notification.attempts + 1
             let first = notification.firstAttemptAt ?? now
-            guard let next = configuration.retry.nextAttempt(now: now, firstAttempt: first, attempts: attempts, retryAfter: retryAfter, random: random)
+            guard let next = configuration.retry.nextAttempt(now: now, firstAttempt: first, attempts: attempts, retryAfter: retryAfter, random: random())
             else {
                 decision.note = .discarded
                 decision.settlement = .discard(id: notification.id, subscriptionHandle: entry.subscriptionHandle)

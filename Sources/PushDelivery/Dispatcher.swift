@@ -395,9 +395,11 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     func record(_ decision: DispatchStateMachine.Decision, now: Int64) {
         let entry = decision.notification.entry
         let provider = decision.provider
-        let metadata: Logger.Metadata = [
-            "app": "\(entry.app)", "subscription": "\(entry.subscriptionID)", "provider": "\(provider)", "outcome": "\(decision.reason)",
-        ]
+        // Built only for a message that is logged (the metadata argument is an autoclosure):
+        // most decisions are deliveries, logged at debug level.
+        func metadata() -> Logger.Metadata {
+            ["app": "\(entry.app)", "subscription": "\(entry.subscriptionID)", "provider": "\(provider)", "outcome": "\(decision.reason)"]
+        }
         if decision.answered { counters.answered(provider: provider, committedAt: decision.notification.createdAt, at: now) }
         if decision.resumed {
             logger.notice("application sender resumed: its credentials work again", metadata: ["sender": "\(SenderKey(app: entry.app, kind: entry.kind, destination: entry.destination))"])
@@ -405,23 +407,23 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         counters.count(provider: provider, outcome: decision.outcome)
         switch decision.note {
         case .delivered:
-            logger.debug("delivered", metadata: metadata)
+            logger.debug("delivered", metadata: metadata())
         case .retry(let at):
             counters.retried(provider: provider)
-            logger.info("delivery will be retried", metadata: metadata.merging(["at": "\(at)"]) { $1 })
+            logger.info("delivery will be retried", metadata: metadata().merging(["at": "\(at)"]) { $1 })
         case .slowDown:
             counters.retried(provider: provider)
-            logger.warning("provider asks to slow down: the application's sending waits", metadata: metadata)
+            logger.warning("provider asks to slow down: the application's sending waits", metadata: metadata())
         case .discarded:
-            logger.warning("retry window over: the subscription's waiting notifications are discarded", metadata: metadata)
+            logger.warning("retry window over: the subscription's waiting notifications are discarded", metadata: metadata())
         case .revoked:
-            logger.warning("the provider refused the subscription: revoked (delivery_rejected)", metadata: metadata)
+            logger.warning("the provider refused the subscription: revoked (delivery_rejected)", metadata: metadata())
         case .paused(let newly):
             if newly {
-                logger.error("application sender paused: its credentials or configuration are refused; no subscription is revoked", metadata: metadata)
+                logger.error("application sender paused: its credentials or configuration are refused; no subscription is revoked", metadata: metadata())
             }
         case .failed:
-            logger.error("the provider refused a payload the service built (a defect): the notification is dropped", metadata: metadata)
+            logger.error("the provider refused a payload the service built (a defect): the notification is dropped", metadata: metadata())
         }
     }
 }
