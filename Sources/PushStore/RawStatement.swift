@@ -3,8 +3,8 @@ import GRDBSQLite
 
 /// A prepared statement of the hot path (the ingestion commit) bound and stepped through the
 /// SQLite C API: no `StatementArguments` (an array of boxed values per row) and no copy of a
-/// payload into `Data`. The blob and text bytes are bound `SQLITE_STATIC`: they are only read
-/// during ``run()``, while the caller's buffers are alive.
+/// payload into `Data`. A blob (a payload, a journal) is bound `SQLITE_STATIC` through
+/// ``run(pinning:_:)``: SQLite reads it in place while the run keeps it alive; texts are copied.
 ///
 /// Use it inside one `write` closure, on GRDB's writer connection, from a statement GRDB
 /// prepared (`cachedStatement`); every run resets it, so GRDB finds it clean.
@@ -23,13 +23,26 @@ struct RawStatement {
     /// rows it changed.
     @discardableResult
     func run(_ bind: (inout Binder) throws -> Void) throws -> Int {
+        try run(pinned: nil, bind)
+    }
+
+    /// ``run(_:)`` with `bytes` readable through the whole run: `bind` binds them with
+    /// ``Binder/bindPinned()`` where they go, and SQLite reads them in place (`SQLITE_STATIC`)
+    /// instead of copying them first (a notification's payload, a batch's journal).
+    @discardableResult
+    func run(pinning bytes: [UInt8], _ bind: (inout Binder) throws -> Void) throws -> Int {
+        try bytes.withUnsafeBytes { buffer in try run(pinned: buffer, bind) }
+    }
+
+    private func run(pinned: UnsafeRawBufferPointer?, _ bind: (inout Binder) throws -> Void) throws -> Int {
         sqlite3_reset(statement)
         sqlite3_clear_bindings(statement)
         defer {
+            // Before the pinned bytes go: nothing of SQLite refers to them after this.
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)
         }
-        var binder = Binder(statement: statement, connection: connection)
+        var binder = Binder(statement: statement, connection: connection, pinned: pinned)
         try bind(&binder)
         while true {
             let code = sqlite3_step(statement)
@@ -104,7 +117,19 @@ struct RawStatement {
     struct Binder {
         let statement: SQLiteStatement
         let connection: SQLiteConnection
+        /// The bytes ``RawStatement/run(pinning:_:)`` keeps readable for the run.
+        var pinned: UnsafeRawBufferPointer?
         var index: CInt = 1
+
+        /// Binds the pinned bytes as a blob, read in place by SQLite during the run.
+        mutating func bindPinned() throws {
+            guard let pinned else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "no bytes are pinned for this run") }
+            guard let length = CInt(exactly: pinned.count) else {
+                throw DatabaseError(resultCode: .SQLITE_TOOBIG, message: "a value of \(pinned.count) bytes is too big for SQLite")
+            }
+            // A zero-length blob still needs a non-null pointer, or SQLite binds NULL.
+            try check(sqlite3_bind_blob(statement, index, pinned.baseAddress ?? UnsafeRawPointer(bitPattern: 1), length, sqliteStatic))
+        }
 
         mutating func bind(_ value: Int64) throws {
             try check(sqlite3_bind_int64(statement, index, value))
@@ -135,18 +160,6 @@ struct RawStatement {
             try check(code)
         }
 
-        /// Binds `bytes` as a blob, copied by SQLite (the buffer is only valid in this call).
-        mutating func bind(blob bytes: [UInt8]) throws {
-            guard let length = CInt(exactly: bytes.count) else {
-                throw DatabaseError(resultCode: .SQLITE_TOOBIG, message: "a value of \(bytes.count) bytes is too big for SQLite")
-            }
-            let code = bytes.withUnsafeBytes { buffer in
-                // A zero-length blob still needs a non-null pointer, or SQLite binds NULL.
-                sqlite3_bind_blob(statement, index, buffer.baseAddress ?? UnsafeRawPointer(bitPattern: 1), length, sqliteTransient)
-            }
-            try check(code)
-        }
-
         private mutating func check(_ code: CInt) throws {
             guard code == SQLITE_OK else {
                 throw DatabaseError(resultCode: ResultCode(rawValue: code), message: "cannot bind parameter \(index)")
@@ -155,6 +168,9 @@ struct RawStatement {
         }
     }
 }
+
+/// `SQLITE_STATIC`: SQLite reads the bound bytes in place until the statement is reset.
+let sqliteStatic = unsafeBitCast(Int(0), to: sqlite3_destructor_type.self)
 
 /// `SQLITE_TRANSIENT`: SQLite copies the bound bytes before the bind call returns.
 let sqliteTransient = unsafeBitCast(Int(-1), to: sqlite3_destructor_type.self)

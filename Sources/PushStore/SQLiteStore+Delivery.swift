@@ -194,7 +194,7 @@ extension SQLiteStore: DeliveryStore {
                 if try deleteSubscription.run({ try $0.bind(handle) }) > 0 {
                     result.revoked.append(handle)
                     if let entry = notification {
-                        try insert.run { try Self.bindNotification(&$0, entry, now: now) }
+                        try insert.run(pinning: entry.payload) { try Self.bindNotification(&$0, entry, now: now) }
                     }
                 }
             }

@@ -34,9 +34,9 @@ extension SQLiteStore: IngestStore {
                 switch operation {
                 case .notify(let entry):
                     if entry.notification.coalesces {
-                        let replaced = try replaceWaiting.run { binder in
+                        let replaced = try replaceWaiting.run(pinning: entry.payload) { binder in
                             try binder.bind(entry.notification.rawValue)
-                            try binder.bind(blob: entry.payload)
+                            try binder.bindPinned()
                             try binder.bind(entry.recordSeq)
                             try binder.bind(entry.subscriptionHandle)
                         }
@@ -45,7 +45,7 @@ extension SQLiteStore: IngestStore {
                             continue
                         }
                     }
-                    result.queued += try insertIfSubscribed.run { binder in
+                    result.queued += try insertIfSubscribed.run(pinning: entry.payload) { binder in
                         try bindRow(&binder, entry)
                         try binder.bind(entry.subscriptionHandle)
                     }
@@ -62,16 +62,16 @@ extension SQLiteStore: IngestStore {
                     if condition != .alreadyRemoved { result.revoked.append(handle) }
                     result.coalesced += try dropWaiting.run { try $0.bind(handle) }
                     if let entry {
-                        try insert.run { try bindRow(&$0, entry) }
+                        try insert.run(pinning: entry.payload) { try bindRow(&$0, entry) }
                         result.queued += 1
                     }
                 }
             }
             let journal = try RawStatement(db, "INSERT INTO tree_journal (app, records) VALUES (?, ?)")
             for app in batch.journal.keys.sorted() {
-                try journal.run { binder in
+                try journal.run(pinning: batch.journal[app]!) { binder in
                     try binder.bind(app)
-                    try binder.bind(blob: batch.journal[app]!)
+                    try binder.bindPinned()
                 }
                 result.journalIDs[app] = db.lastInsertedRowID
             }
@@ -99,7 +99,8 @@ extension SQLiteStore: IngestStore {
         """
     static let notificationMarks = Array(repeating: "?", count: 12).joined(separator: ", ")
 
-    /// Binds a new notification row of `entry`, created and first due at `now`.
+    /// Binds a new notification row of `entry`, created and first due at `now`, inside a
+    /// ``RawStatement/run(pinning:_:)`` of `entry.payload`.
     static func bindNotification(_ binder: inout RawStatement.Binder, _ entry: OutboxEntry, now: Int64) throws {
         try binder.bind(entry.app)
         try binder.bind(entry.subscriptionHandle)
@@ -109,7 +110,7 @@ extension SQLiteStore: IngestStore {
         try binder.bind(entry.destination)
         try binder.bind(entry.notification.rawValue)
         try binder.bind(entry.notification.coalesces)
-        try binder.bind(blob: entry.payload)
+        try binder.bindPinned()
         try binder.bind(entry.recordSeq)
         try binder.bind(now)
         try binder.bind(now)
