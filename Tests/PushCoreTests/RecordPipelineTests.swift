@@ -34,7 +34,7 @@ struct RecordPipelineTests {
                 results.append(["rejected: \(error.reason)"])
                 continue
             }
-            let notices = try await pipeline.process(record, lookup: store, directory: store, now: 0).notices
+            let notices = try await pipeline.process(record, lookup: store, directory: store, now: 0, sourceBytes: line.utf8.count).notices
             results.append(try notices.map { String(decoding: try builder.payload($0).bytes, as: UTF8.self) })
         }
         return results
@@ -152,6 +152,21 @@ struct RecordPipelineTests {
             #"{"t":"revoke","r":"too_big","app":"toto","sp":"/w"}"#, #"{"t":"revoke","r":"too_big","app":"toto","sp":"/w"}"#,
         ])
         #expect(results[2].isEmpty)  // revoked: gone
+    }
+
+    /// A short line's value is not weighed for subscriptions at or below its path (its length
+    /// bounds the value's weight), but a subscription above gets its whole value weighed.
+    @Test("a short write below a subscription still has the subscription's whole value weighed")
+    func weightAbove() async throws {
+        let subs = [Self.subscription(1, "/w", mode: .value), Self.subscription(2, "/w/b", mode: .value, uid: "u2")]
+        let long = String(repeating: "x", count: 900)
+        let results = try await run(subs, [put(1, "/w/a", #""\#(long)""#), put(2, "/w/b", #""\#(String(repeating: "y", count: 100))""#)], maxWeight: 1_000)
+        #expect(results[0].count == 1 && results[0][0].contains("\"s\":\"OK\""))
+        // /w now weighs {"a":"x…","b":"y…"} = 1,015 bytes: revoked; /w/b (102 bytes, a 60-byte
+        // line) is delivered without being counted.
+        #expect(results[1].count == 2)
+        #expect(results[1].contains(#"{"t":"revoke","r":"too_big","app":"toto","sp":"/w"}"#))
+        #expect(results[1].contains { $0.contains("\"sp\":\"/w/b\"") && $0.contains("\"s\":\"OK\"") })
     }
 
     @Test("an application absent from the configuration keeps its tree and notifies its subscriptions")

@@ -70,9 +70,9 @@ public struct RecordPipeline: Sendable {
     /// order (by subscription id, byte order). Throws only when the directory cannot be read;
     /// then nothing changed, and the caller may apply the record again.
     public mutating func process(
-        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, now: Int64
+        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, now: Int64, sourceBytes: Int? = nil
     ) async throws -> (changedTree: Bool, notices: [Notice]) {
-        let staged = try await stage(record, lookup: lookup, directory: directory, resolving: true, now: now)
+        let staged = try await stage(record, lookup: lookup, directory: directory, resolving: true, now: now, sourceBytes: sourceBytes)
         return (staged.changedTree, staged.notices.resolve([:]))
     }
 
@@ -80,15 +80,19 @@ public struct RecordPipeline: Sendable {
     /// directory is read (before anything changes: if it throws, nothing did) for a revocation
     /// record, for a write when `resolving`, and for the claims of subscriptions whose read
     /// access a write must check first. `now` (milliseconds since the epoch) is the rules' `now`.
+    ///
+    /// `sourceBytes` is the length of the line the record was read from, when known: it bounds
+    /// the weight of what a put writes (``RecordProcessor/effects(of:app:lookup:settings:sourceBytes:)``).
     public mutating func stage(
-        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, resolving: Bool = false, now: Int64
+        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, resolving: Bool = false, now: Int64,
+        sourceBytes: Int? = nil
     ) async throws -> Staged {
         var changedTree = false
         var pending = PendingNotices()
         switch record.operation {
         case .write(let write):
             let settings = settings(record.app)
-            let effects = processor.effects(of: write, app: record.app, lookup: lookup, settings: settings)
+            let effects = processor.effects(of: write, app: record.app, lookup: lookup, settings: settings, sourceBytes: sourceBytes)
             let after = effects.after
             let changed = !effects.changed.isEmpty
             var events = effects.events

@@ -39,7 +39,13 @@ public struct RecordProcessor: Sendable {
     /// changed, and, for each concerned subscription whose value changed, its event: a data
     /// event, or a `too_big` revocation when the new value weighs more than `maxWeight`. A patch
     /// is one write: a subscriber gets at most one event for it. ``setTree(_:app:)`` makes it so.
-    public func effects(of write: TreeWrite, app: String, lookup: some SubscriptionLookup, settings: PipelineSettings) -> WriteEffects {
+    ///
+    /// `sourceBytes`, the length of the record's line, bounds the weight of a put's value and of
+    /// every part of it: a subscription at or below the put's path is then not weighed when
+    /// the bound is within `maxWeight`.
+    public func effects(
+        of write: TreeWrite, app: String, lookup: some SubscriptionLookup, settings: PipelineSettings, sourceBytes: Int? = nil
+    ) -> WriteEffects {
         let before = trees[app] ?? DataTree()
         // A write changes the tree exactly where it changes the value at one of its targets
         // (the path of a put, each key of a patch): comparing there costs the size of the
@@ -49,18 +55,30 @@ public struct RecordProcessor: Sendable {
         case .put(let path, let value): targets = [(path, value)]
         case .patch(let path, let updates): targets = updates.map { (path.appending($0.keys), $0.value) }
         }
-        let changed = targets.filter { before.value(at: $0.path) != $0.value }.map(\.path)
+        let previous = targets.map { before.value(at: $0.path) }
+        let changed = zip(targets, previous).filter { $0.value != $1 }.map(\.0.path)
         if changed.isEmpty { return WriteEffects(after: before, changed: [], events: []) }
         let after = before.applying(write)
+        // A put's value is what the tree holds at its path after it (and what was there before
+        // is known): a subscription exactly there needs no lookup in either tree.
+        var put: (path: Path, value: JSON?, previous: JSON?, light: Bool)?
+        if case .put(let path, let value) = write {
+            let light = sourceBytes.map { JSON.compactLengthBound(sourceBytes: $0) <= settings.maxWeight } ?? false
+            put = (path, value, previous[0], light)
+        }
         var events: [(IndexMatch, Event)] = []
         for match in lookup.concerned(app: app, path: write.path) {
             // At or above a changed target: changed. Below one: compare. Elsewhere: untouched.
-            let new = after.value(at: match.path)
-            let old = before.value(at: match.path)
+            let exact = put.map { $0.path == match.path } ?? false
+            let new = exact ? put!.value : after.value(at: match.path)
+            let old = exact ? put!.previous : before.value(at: match.path)
             if !changed.contains(where: { match.path.isPrefix(of: $0) }) {
                 guard changed.contains(where: { $0.isPrefix(of: match.path) }), old != new else { continue }
             }
-            if let new, new.compactLength(limit: settings.maxWeight) == nil {
+            // At or below a put's path, the value is part of the put's: the line's length
+            // bounds its weight.
+            let weighed = !(put.map { $0.light && $0.path.isPrefix(of: match.path) } ?? false)
+            if weighed, let new, new.compactLength(limit: settings.maxWeight) == nil {
                 events.append((match, Event(app: app, path: match.path.string, body: .revoke(.tooBig))))
                 continue
             }

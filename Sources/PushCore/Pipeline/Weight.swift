@@ -7,6 +7,17 @@ extension JSON {
         return JSON.count(self, &total, limit) ? total : nil
     }
 
+    /// An upper bound of the compact length (SPEC §7.1) of any value parsed from a JSON text of
+    /// `sourceBytes` bytes: a string or a key is never written longer than its source (escapes
+    /// only where the source had to escape too; `\u` escapes of other characters become
+    /// shorter UTF-8), structure and literals never longer, whitespace dropped; a number is
+    /// written in at most 24 characters, from a source of at least 1 (an integer, written as
+    /// its digits) or at least 3 (a fraction or an exponent: `1e9`, `0.5`). Hence 8 bytes per
+    /// source byte. The weight check can skip counting a value whose source is short enough.
+    public static func compactLengthBound(sourceBytes: Int) -> Int {
+        sourceBytes.multipliedReportingOverflow(by: 8).overflow ? .max : sourceBytes * 8
+    }
+
     /// Adds the length of `value` to `total`; `false` once `total` exceeds `limit`.
     private static func count(_ value: JSON, _ total: inout Int, _ limit: Int) -> Bool {
         switch value {

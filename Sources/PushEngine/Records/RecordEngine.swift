@@ -77,7 +77,7 @@ public struct RecordEngine: Sendable {
         var staged: [(record: ChangeRecord, notices: RecordPipeline.PendingNotices)] = []
         for (line, record) in lines.accepted {
             let outcome = try await retryingIngestion("reading subscriptions", logger: logger) {
-                try await pipeline.stage(record, lookup: registry, directory: registry, now: now)
+                try await pipeline.stage(record, lookup: registry, directory: registry, now: now, sourceBytes: line.bytes.count)
             }
             if outcome.changedTree {
                 prepared.batch.journal[record.app, default: []] += line.bytes
