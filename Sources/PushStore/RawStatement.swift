@@ -1,20 +1,25 @@
 import GRDB
 import GRDBSQLite
 
-/// A prepared statement of the hot path (the ingestion commit) bound and stepped through the
+/// A prepared statement of the hot paths (the ingestion commit, claims, settlements) bound and stepped through the
 /// SQLite C API: no `StatementArguments` (an array of boxed values per row) and no copy of a
 /// payload into `Data`. A blob (a payload, a journal) is bound `SQLITE_STATIC` through
 /// ``run(pinning:_:)``: SQLite reads it in place while the run keeps it alive; texts are copied.
 ///
-/// Use it inside one `write` closure, on GRDB's writer connection, from a statement GRDB
-/// prepared (`cachedStatement`); every run resets it, so GRDB finds it clean.
+/// Use it inside one `write` or `read` closure, on that closure's connection; every run resets
+/// the statement, so GRDB finds it clean.
 struct RawStatement {
+    /// GRDB's statement, kept alive with this value (an uncached one is finalized with it).
+    let prepared: Statement
     let statement: SQLiteStatement
     let connection: SQLiteConnection
 
-    init(_ db: Database, _ sql: String) throws {
-        let prepared = try db.cachedStatement(sql: sql)
+    /// `cached`: prepared once per connection (GRDB's cache); `false` for texts of many shapes,
+    /// which would grow the cache without bound.
+    init(_ db: Database, _ sql: String, cached: Bool = true) throws {
+        let prepared = cached ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
         guard let connection = db.sqliteConnection else { throw DatabaseError(resultCode: .SQLITE_MISUSE, message: "the connection is closed") }
+        self.prepared = prepared
         self.statement = prepared.sqliteStatement
         self.connection = connection
     }

@@ -15,13 +15,11 @@ extension SQLiteStore: DeliveryStore {
         return (sql, keys.flatMap { [$0.app, $0.kind.rawValue, $0.destination ?? ""] })
     }
 
-    /// A statement of the delivery path, prepared once per connection when its text has one of
-    /// a few shapes (no paused sender, or up to four): preparing the claim's statement cost
-    /// more than running it, at every claim. Rarer shapes are prepared each time, so the cache
-    /// stays bounded.
-    static func deliveryStatement(_ db: Database, _ sql: String, excluding: Int) throws -> Statement {
-        excluding <= 4 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
-    }
+    /// Statements of the delivery path whose text depends on the senders left out are prepared
+    /// once per connection for up to this many (preparing the claim's statement cost more than
+    /// running it, at every claim); rarer shapes are prepared each time, so the cache stays
+    /// bounded.
+    static let cachedExclusions = 4
 
     public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
         try await write { db in
@@ -48,19 +46,22 @@ extension SQLiteStore: DeliveryStore {
     /// The claim and, when it took fewer than `limit`, the next due time, in one transaction.
     public func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch {
         try await write { db in
-            let claimed = limit > 0 ? try Self.claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding) : []
-            guard claimed.count < limit else { return ClaimedBatch(notifications: claimed, nextDue: .notRead) }
-            return ClaimedBatch(notifications: claimed, nextDue: try Self.nextDue(db, excluding: excluding).map { .at($0) } ?? ClaimedBatch.NextDue.none)
+            try Self.claimDue(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
         }
+    }
+
+    static func claimDue(_ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) throws
+        -> ClaimedBatch
+    {
+        let claimed = limit > 0 ? try claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding) : []
+        guard claimed.count < limit else { return ClaimedBatch(notifications: claimed, nextDue: .notRead) }
+        return ClaimedBatch(notifications: claimed, nextDue: try nextDue(db, excluding: excluding).map { .at($0) } ?? ClaimedBatch.NextDue.none)
     }
 
     static func claim(_ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) throws
         -> [StoredNotification]
     {
         let exclusion = Self.exclusion(excluding)
-        var arguments: [any DatabaseValueConvertible] = [claimant, leaseUntil, now, now]
-        arguments += exclusion.arguments as [any DatabaseValueConvertible]
-        arguments.append(limit)
         // The oldest notification of each subscription, due, not held by a live claim.
         let sql = """
                 UPDATE notification SET claimed_by = ?, claimed_until = ?
@@ -76,18 +77,14 @@ extension SQLiteStore: DeliveryStore {
                 """
         var claimed: [StoredNotification] = []
         claimed.reserveCapacity(limit)
-        if excluding.count <= 4 {
-            try RawStatement(db, sql).query({ binder in
-                try binder.bind(claimant)
-                try binder.bind(leaseUntil)
-                try binder.bind(now)
-                try binder.bind(now)
-                for argument in exclusion.arguments { try binder.bind(argument) }
-                try binder.bind(Int64(limit))
-            }, row: { claimed.append(try Self.notification($0)) })
-        } else {
-            claimed = try Row.fetchAll(db.makeStatement(sql: sql), arguments: StatementArguments(arguments)).map(Self.notification)
-        }
+        try RawStatement(db, sql, cached: excluding.count <= Self.cachedExclusions).query({ binder in
+            try binder.bind(claimant)
+            try binder.bind(leaseUntil)
+            try binder.bind(now)
+            try binder.bind(now)
+            for argument in exclusion.arguments { try binder.bind(argument) }
+            try binder.bind(Int64(limit))
+        }, row: { claimed.append(try Self.notification($0)) })
         return claimed.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
     }
 
@@ -102,10 +99,7 @@ extension SQLiteStore: DeliveryStore {
     ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
         try await write { db in
             let result = settlements.isEmpty ? SettleResult() : try Self.settle(db, settlements, claimant: claimant, now: settledAt)
-            let claimed = limit > 0 ? try Self.claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding) : []
-            guard claimed.count < limit else { return (result, .success(ClaimedBatch(notifications: claimed, nextDue: .notRead))) }
-            let next = try Self.nextDue(db, excluding: excluding).map { ClaimedBatch.NextDue.at($0) } ?? ClaimedBatch.NextDue.none
-            return (result, .success(ClaimedBatch(notifications: claimed, nextDue: next)))
+            return (result, .success(try Self.claimDue(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)))
         }
     }
 
@@ -213,7 +207,8 @@ extension SQLiteStore: DeliveryStore {
             WHERE n.claimed_until IS NULL \(exclusion.sql)
               AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
             """
-        return try Int64.fetchOne(Self.deliveryStatement(db, sql, excluding: excluding.count), arguments: StatementArguments(exclusion.arguments))
+        let statement = excluding.count <= cachedExclusions ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
+        return try Int64.fetchOne(statement, arguments: StatementArguments(exclusion.arguments))
     }
 
     @discardableResult

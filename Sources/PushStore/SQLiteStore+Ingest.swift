@@ -266,7 +266,10 @@ extension SQLiteStore: IngestStore {
 
     public func notifications(limit: Int) async throws -> [StoredNotification] {
         try await read { db in
-            try Row.fetchAll(db, sql: "SELECT \(Self.notificationColumns) FROM notification ORDER BY id LIMIT ?", arguments: [limit]).map(Self.notification)
+            var found: [StoredNotification] = []
+            try RawStatement(db, "SELECT \(Self.notificationColumns) FROM notification ORDER BY id LIMIT ?").query(
+                { try $0.bind(Int64(limit)) }, row: { found.append(try Self.notification($0)) })
+            return found
         }
     }
 
@@ -279,13 +282,12 @@ extension SQLiteStore: IngestStore {
         }
     }
 
-    /// The columns ``notification(_:)`` reads, by position, in this order. (By name, GRDB
-    /// looks each column up with a lower-cased copy of its name: a few percent of a claim's
-    /// cost.)
+    /// The columns ``notification(_:)`` reads, by position, in this order.
     static let notificationColumns =
         "id, app, subscription_handle, subscription_id, kind, target, destination, event, payload, record_seq, created_at, next_attempt_at, attempts, first_attempt_at"
 
-    /// A row of ``notificationColumns``, read through the C API.
+    /// A row of ``notificationColumns``, read through the C API (no GRDB `Row`: a claim's rows
+    /// are on the delivery path).
     static func notification(_ row: RawStatement.Columns) throws -> StoredNotification {
         guard let kind = SubscriptionKind(rawValue: row.text(4)), let event = NotificationKind(rawValue: row.text(7)) else {
             throw StoreError.corrupt("a notification row has an unknown kind or event")
@@ -297,16 +299,5 @@ extension SQLiteStore: IngestStore {
         return StoredNotification(
             id: row.int64(0), entry: entry, createdAt: row.int64(10), nextAttemptAt: row.int64(11), attempts: attempts,
             firstAttemptAt: row.optionalInt64(13))
-    }
-
-    /// A row of ``notificationColumns``.
-    static func notification(_ row: Row) throws -> StoredNotification {
-        guard let kind = SubscriptionKind(rawValue: row[4]), let event = NotificationKind(rawValue: row[7]) else {
-            throw StoreError.corrupt("a notification row has an unknown kind or event")
-        }
-        let entry = OutboxEntry(
-            app: row[1], subscriptionHandle: row[2], subscriptionID: row[3], kind: kind, target: row[5], destination: row[6], notification: event,
-            payload: [UInt8](row[8] as Data), recordSeq: row[9])
-        return StoredNotification(id: row[0], entry: entry, createdAt: row[10], nextAttemptAt: row[11], attempts: row[12], firstAttemptAt: row[13])
     }
 }

@@ -69,9 +69,13 @@ public struct RecordProcessor: Sendable {
         var events: [(IndexMatch, Event)] = []
         for match in lookup.concerned(app: app, path: write.path) {
             // At or above a changed target: changed. Below one: compare. Elsewhere: untouched.
-            let exact = put.map { $0.path == match.path } ?? false
-            let new = exact ? put!.value : after.value(at: match.path)
-            let old = exact ? put!.previous : before.value(at: match.path)
+            let new: JSON?
+            let old: JSON?
+            if let put, put.path == match.path {
+                (new, old) = (put.value, put.previous)
+            } else {
+                (new, old) = (after.value(at: match.path), before.value(at: match.path))
+            }
             if !changed.contains(where: { match.path.isPrefix(of: $0) }) {
                 guard changed.contains(where: { $0.isPrefix(of: match.path) }), old != new else { continue }
             }
