@@ -123,20 +123,20 @@ extension SQLiteStore: IngestStore {
     /// the first.
     static func coalescedInBatch(_ operations: [OutboxOperation], coalesced: inout Int) -> [OutboxOperation] {
         var first: [Int64: Int] = [:]
-        var merged = operations
-        var dropped = Set<Int>()
-        for (index, operation) in operations.enumerated() {
-            guard case .notify(let entry) = operation, entry.notification.coalesces else { continue }
-            if let earlier = first[entry.subscriptionHandle] {
-                merged[earlier] = .notify(entry)
-                dropped.insert(index)
-            } else {
-                first[entry.subscriptionHandle] = index
+        var merged: [OutboxOperation] = []
+        merged.reserveCapacity(operations.count)
+        for operation in operations {
+            if case .notify(let entry) = operation, entry.notification.coalesces {
+                if let earlier = first[entry.subscriptionHandle] {
+                    merged[earlier] = operation
+                    coalesced += 1
+                    continue
+                }
+                first[entry.subscriptionHandle] = merged.count
             }
+            merged.append(operation)
         }
-        guard !dropped.isEmpty else { return operations }
-        coalesced += dropped.count
-        return merged.enumerated().filter { !dropped.contains($0.offset) }.map(\.element)
+        return merged
     }
 
     public func resetWatermark(source: String, lastSeq: Int64?) async throws -> Bool {

@@ -455,6 +455,33 @@ struct SQLiteSchemaTests {
         #expect(try await level(reopened) == 2)
         #expect(try await reopened.pool.write { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
     }
+
+    /// Debian's SQLite zeroes every freed page (SECURE_DELETE), which wrote each snapshot's
+    /// freed journal pages through the WAL and the checkpoint a second time. FAST keeps wiping
+    /// deleted rows inside the pages a transaction writes anyway.
+    @Test("deleted rows are wiped from the pages written (secure_delete = FAST), freed pages are not rewritten")
+    func deletedContentWiped() async throws {
+        let (store, path) = try rawStore()
+        let marker = "secret-value-\(UUID().uuidString)"
+        let mode = try await store.pool.write { db -> Int? in
+            try db.execute(sql: "INSERT INTO tree_journal (app, records) VALUES ('keep', x'00')")
+            try db.execute(sql: "INSERT INTO tree_journal (app, records) VALUES ('gone', ?)", arguments: [Data(marker.utf8)])
+            return try Int.fetchOne(db, sql: "PRAGMA secure_delete")
+        }
+        #expect(mode == 2)
+        try await store.pool.write { try $0.execute(sql: "DELETE FROM tree_journal WHERE app = 'gone'") }
+        try await store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
+        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
+        let found = bytes.withUnsafeBufferPointer { haystack in
+            Array(marker.utf8).withUnsafeBufferPointer { needle in
+                (0...(haystack.count - needle.count)).contains { start in
+                    (0..<needle.count).allSatisfy { haystack[start + $0] == needle[$0] }
+                }
+            }
+        }
+        #expect(!found, "the deleted row's bytes are still in the database file")
+        #expect(bytes.count > 0)
+    }
 }
 
 @Suite("SQLite migrations")

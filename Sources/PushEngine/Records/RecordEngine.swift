@@ -74,24 +74,39 @@ public struct RecordEngine: Sendable {
         try await admit(admitting, into: &prepared, now: now)
         // The records are applied in order; the notices of the batch's writes are resolved
         // against the stored subscriptions in one read of the directory, then built.
-        var staged: [(record: ChangeRecord, notices: RecordPipeline.PendingNotices)] = []
-        for (line, record) in lines.accepted {
-            let outcome = try await retryingIngestion("reading subscriptions", logger: logger) {
-                try await pipeline.stage(record, lookup: registry, directory: registry, now: now, sourceBytes: line.bytes.count)
+        // Records are read in place (not copied out of `lines`: a copy retains every part of
+        // the record and of its line), and staged directly; only a failed read of the
+        // directory goes through the retry loop.
+        var staged: [(seq: Int64, notices: RecordPipeline.PendingNotices)] = []
+        for index in lines.accepted.indices {
+            let sourceBytes = lines.accepted[index].line.bytes.count
+            let outcome: RecordPipeline.Staged
+            do {
+                outcome = try await pipeline.stage(
+                    lines.accepted[index].record, lookup: registry, directory: registry, now: now, sourceBytes: sourceBytes)
+            } catch let error as StoreError where error.kind == .leaseLost {
+                throw error
+            } catch {
+                logger.warning("reading subscriptions failed; retrying", metadata: ["error": "\(error)"])
+                outcome = try await retryingIngestion("reading subscriptions", logger: logger) {
+                    try await pipeline.stage(
+                        lines.accepted[index].record, lookup: registry, directory: registry, now: now, sourceBytes: sourceBytes)
+                }
             }
             if outcome.changedTree {
-                prepared.batch.journal[record.app, default: []] += line.bytes
-                prepared.batch.journal[record.app]!.append(UInt8(ascii: "\n"))
+                let app = lines.accepted[index].record.app
+                prepared.batch.journal[app, default: []] += lines.accepted[index].line.bytes
+                prepared.batch.journal[app]!.append(UInt8(ascii: "\n"))
             }
-            if !outcome.notices.isEmpty { staged.append((record, outcome.notices)) }
+            if !outcome.notices.isEmpty { staged.append((lines.accepted[index].record.seq, outcome.notices)) }
         }
         let handles = staged.flatMap(\.notices.handles)
         let stored =
             handles.isEmpty
             ? [:] : try await retryingIngestion("reading subscriptions", logger: logger) { try await registry.subscriptions(handles: handles) }
-        for (record, pending) in staged {
+        for (seq, pending) in staged {
             for notice in pending.resolve(stored) {
-                append(notice, seq: record.seq, to: &prepared)
+                append(notice, seq: seq, to: &prepared)
             }
         }
         for (app, bytes) in prepared.batch.journal {
