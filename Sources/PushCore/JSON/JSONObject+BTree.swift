@@ -36,6 +36,16 @@ final class BTreeInner: Sendable {
         self.count = total
     }
 
+    /// A node whose first keys and count are known: an update that replaced one child by a node
+    /// with the same first key shares its predecessor's keys (one retain of their storage
+    /// instead of one per key).
+    @usableFromInline
+    init(children: ContiguousArray<BTreeNode>, firstKeys: ContiguousArray<Key>, count: Int) {
+        self.children = children
+        self.firstKeys = firstKeys
+        self.count = count
+    }
+
     /// Index of the child whose key range holds `key`.
     @inlinable
     func childIndex(for key: Key) -> Int {
@@ -183,9 +193,19 @@ extension BTreeNode {
             let result = inner.children[index].setting(key, value)
             var children = inner.children
             children[index] = result.node
-            if let sibling = result.sibling {
-                children.insert(sibling, at: index + 1)
+            guard let sibling = result.sibling else {
+                let firstKey = result.node.firstKey
+                let keys: ContiguousArray<Key>
+                if firstKey == inner.firstKeys[index] {
+                    keys = inner.firstKeys
+                } else {
+                    var changed = inner.firstKeys
+                    changed[index] = firstKey
+                    keys = changed
+                }
+                return (.inner(BTreeInner(children: children, firstKeys: keys, count: inner.count + (result.added ? 1 : 0))), nil, result.added)
             }
+            children.insert(sibling, at: index + 1)
             if children.count <= BTreeNode.maxInner {
                 return (.inner(BTreeInner(children: children)), nil, result.added)
             }
