@@ -11,6 +11,37 @@ struct PathTests {
         #expect(try Path(input).string == canonical)
     }
 
+    /// Parsing keeps a canonical text as the path's string: over seeded texts of `/`, `.`,
+    /// `..` and short keys, the string is always the keys joined, and the keys those of a
+    /// plain normalisation (the definition of SPEC §2, written out here independently).
+    @Test("the string is the canonical join of the keys, for seeded texts of slashes, dots and keys", arguments: [1, 2, 3] as [UInt64])
+    func canonicalString(seed: UInt64) throws {
+        var random = JSONObjectTests.SplitMix(state: seed)
+        let pieces = ["/", "/", "/", ".", "..", "a", "bc", "é", "..", "/."]
+        for _ in 0..<3_000 {
+            let text = (0..<Int.random(in: 0...8, using: &random)).map { _ in pieces.randomElement(using: &random)! }.joined()
+            var expected: [String] = []
+            for segment in text.split(separator: "/", omittingEmptySubsequences: true) {
+                if segment == "." { continue }
+                if segment == ".." {
+                    if !expected.isEmpty { expected.removeLast() }
+                    continue
+                }
+                expected.append(String(segment))
+            }
+            let path: Path
+            do {
+                path = try Path(text)
+            } catch {
+                // Only a key holding `.` is refused here.
+                #expect(expected.contains { $0.contains(".") }, "\(text): \(error)")
+                continue
+            }
+            #expect(path.keys.map(\.string) == expected, "\(text)")
+            #expect(path.string == "/" + expected.joined(separator: "/"), "\(text)")
+        }
+    }
+
     @Test("bad keys are rejected with the reason", arguments: [
         ("/a.b", "contains '.'"), ("/a$", "contains '$'"), ("/a#", "contains '#'"), ("/a[0]", "contains '['"),
         ("/x]", "contains ']'"), ("/tab\tkey", "control character U+0009"), ("/del\u{7F}", "control character U+007F"),

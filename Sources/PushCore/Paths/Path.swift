@@ -23,21 +23,51 @@ public struct Path: Sendable, Hashable, CustomStringConvertible {
         self.string = keys.isEmpty ? "/" : "/" + keys.map(\.string).joined(separator: "/")
     }
 
+    /// Keys already validated with their canonical form.
+    private init(keys: [Key], string: String) {
+        self.keys = keys
+        self.string = string
+    }
+
     /// Parses, normalises and validates a path.
     public init(_ text: String) throws(PathError) {
+        // One pass over the bytes; a text already in canonical form (the common case) is kept
+        // as the path's string rather than joined again from its keys.
         var keys: [Key] = []
-        for segment in text.utf8.split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: true) {
-            if segment.elementsEqual(".".utf8) { continue }
-            if segment.elementsEqual("..".utf8) {
-                if !keys.isEmpty { keys.removeLast() }
-                continue
+        let canonical = withUTF8Bytes(text) { bytes -> Bool in
+            let slash = UInt8(ascii: "/")
+            let dot = UInt8(ascii: ".")
+            var canonical = bytes.first == slash
+            var start = 0
+            var first = true
+            for end in 0...bytes.count where end == bytes.count || bytes[end] == slash {
+                let length = end - start
+                let segment = UnsafeBufferPointer(rebasing: bytes[start..<end])
+                start = end + 1
+                defer { first = false }
+                if length == 0 {
+                    // Before a leading `/` is where a canonical path starts; any other empty
+                    // segment is normalised away (the root `/` alone is canonical).
+                    if !first && bytes.count != 1 { canonical = false }
+                    continue
+                }
+                if segment[0] == dot && (length == 1 || (length == 2 && segment[1] == dot)) {
+                    canonical = false
+                    if length == 2, !keys.isEmpty { keys.removeLast() }
+                    continue
+                }
+                keys.append(Key(String(decoding: segment, as: UTF8.self)))
             }
-            keys.append(Key(String(decoding: segment, as: UTF8.self)))
+            return canonical
         }
         for key in keys {
             try Path.validateKey(key)
         }
-        self.init(uncheckedKeys: keys)
+        if canonical {
+            self.init(keys: keys, string: keys.isEmpty ? "/" : text)
+        } else {
+            self.init(uncheckedKeys: keys)
+        }
         let length = string.utf8.count
         if length > Path.maxBytes {
             throw PathError(.pathTooLong(bytes: length))
