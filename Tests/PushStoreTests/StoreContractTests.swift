@@ -551,7 +551,7 @@ struct SQLiteMigrationTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
 
         let store = try SQLiteStore(path: path)
-        #expect(try await store.schemaVersion() == 6)
+        #expect(try await store.schemaVersion() == 7)
         #expect(try await store.subscription(id: "id-1")?.handle == 1)
         #expect(try await store.subscription(id: "id-2")?.tuple.destination == "orders")
         #expect(try await store.countByKind() == [.mobile: 1, .webhook: 1])
@@ -581,5 +581,10 @@ struct SQLiteMigrationTests {
         #expect(indexes.count == 14, "\(indexes)")
         let integrity = try await store.pool.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
+        // Version 7: no enumeration is checked with an IN list (a temporary B-tree per row).
+        let tables = try await store.pool.read { db in
+            try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name IN ('subscription', 'notification')")
+        }
+        #expect(tables.count == 2 && tables.allSatisfy { !$0.contains(" IN (") }, "\(tables)")
     }
 }
