@@ -108,7 +108,8 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
             try await checkPublic(target)
             return try await fallback.send(request, timeout: timeout)
         } catch {
-            throw TransportError(Self.describe(error), lostInTransit: Self.isLostInTransit(error))
+            throw TransportError(
+                Self.describe(error), lostInTransit: Self.isLostInTransit(error), unprocessed: (error as? HTTP2ConnectionError)?.unprocessed ?? false)
         }
     }
 
@@ -176,6 +177,9 @@ struct HTTP2ConnectionError: Error, CustomStringConvertible {
     enum Kind { case notHTTP2, connect, lost, timeout }
     var kind: Kind
     var description: String
+    /// Lost before the server processed it (GOAWAY above the last stream it processed,
+    /// `REFUSED_STREAM`, or never written): resending it cannot make a duplicate.
+    var unprocessed = false
 }
 
 /// The connections to one origin.
@@ -470,7 +474,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
     /// Opens a stream for each request and writes them out in one flush.
     func start(_ requests: [PendingRequest]) {
         guard let context, context.channel.isActive, !goingAway else {
-            for request in requests { request.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the connection is closing")) }
+            for request in requests { request.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the connection is closing", unprocessed: true)) }
             flags.open.store(false, ordering: .relaxed)
             return
         }
@@ -479,7 +483,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
             // Ids run out after 2^30 streams: the connection is replaced.
             guard nextStreamID < Int32.max - 2 else {
                 flags.open.store(false, ordering: .relaxed)
-                request.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the connection ran out of stream ids"))
+                request.promise.fail(HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the connection ran out of stream ids", unprocessed: true))
                 continue
             }
             let id = HTTP2StreamID(nextStreamID)
@@ -537,7 +541,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
                 flags.open.store(false, ordering: .relaxed)
                 // Streams above the last one processed never were: resent at once.
                 for id in exchanges.keys where id > last {
-                    fail(id, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: GOAWAY, the stream was not processed"))
+                    fail(id, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: GOAWAY, the stream was not processed", unprocessed: true))
                 }
             }
             return
@@ -581,7 +585,7 @@ final class HTTP2ClientHandler: ChannelInboundHandler {
             }
             if data.endStream { finish(id) }
         case .rstStream(let code):
-            fail(id, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the server reset the stream (\(code))"))
+            fail(id, HTTP2ConnectionError(kind: .lost, description: "HTTP/2: the server reset the stream (\(code))", unprocessed: code == .refusedStream))
         default:
             break
         }

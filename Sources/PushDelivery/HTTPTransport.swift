@@ -27,10 +27,14 @@ public struct TransportError: Error, Sendable, CustomStringConvertible {
     /// The connection or stream went away under a sent request (a reset, a GOAWAY, a close
     /// before the answer): the request is resent at once rather than after a back-off.
     public var lostInTransit: Bool
+    /// Lost before the server processed it (HTTP/2: a stream above a GOAWAY's last one,
+    /// `REFUSED_STREAM`, or never written out): a resend cannot make a duplicate.
+    public var unprocessed: Bool
 
-    public init(_ description: String, lostInTransit: Bool = false) {
+    public init(_ description: String, lostInTransit: Bool = false, unprocessed: Bool = false) {
         self.description = description
-        self.lostInTransit = lostInTransit
+        self.lostInTransit = lostInTransit || unprocessed
+        self.unprocessed = unprocessed
     }
 }
 
