@@ -357,6 +357,14 @@ struct LoggingSender: NotificationSender {
         log.add(committed: notification.createdAt, answered: Int64(Date().timeIntervalSince1970 * 1000))
         return outcome
     }
+
+    func start(_ notification: StoredNotification, now: Int64, completion: @escaping @Sendable (DeliveryOutcome) -> Void) -> Bool {
+        let log = log
+        return inner.start(notification, now: now) { outcome in
+            log.add(committed: notification.createdAt, answered: Int64(Date().timeIntervalSince1970 * 1000))
+            completion(outcome)
+        }
+    }
 }
 
 struct OneSender: SenderDirectory {

@@ -1,4 +1,5 @@
 import PushCore
+import Synchronization
 
 /// An OAuth access token shared by every send of one application and provider: fetched once,
 /// reused until shortly before it expires, refreshed once for all the sends waiting on it.
@@ -20,7 +21,11 @@ public actor AccessTokenCache {
     /// Refresh this long (milliseconds) before expiry: google-auth refreshes 3 min 45 s ahead,
     /// HMS's demo 5 min; tokens live an hour.
     let margin: Int64
-    var current: (token: Token, expiresAt: Int64)?
+    var current: (token: Token, expiresAt: Int64)? {
+        didSet { published.withLock { $0 = current } }
+    }
+    /// ``current`` for readers outside the actor (``cachedToken()``).
+    nonisolated let published = Mutex<(token: Token, expiresAt: Int64)?>(nil)
     var refreshing: Task<Token, any Error>?
     var generation = 0
 
@@ -28,6 +33,13 @@ public actor AccessTokenCache {
         self.fetch = fetch
         self.clock = clock
         self.margin = margin
+    }
+
+    /// The valid token held now, if any, without waiting for the actor: a send that finds none
+    /// goes through ``token()``.
+    public nonisolated func cachedToken() -> Token? {
+        guard let held = published.withLock({ $0 }), clock.now < held.expiresAt else { return nil }
+        return held.token
     }
 
     /// A valid token, fetching one if there is none (or it is about to expire).

@@ -58,6 +58,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     let logger: Logger
     public let counters: DeliveryCounters
     let state: Mutex<State>
+    /// Sends started with callbacks alone, without a task (tests).
+    let startedWithoutTask = Atomic<Int>(0)
 
     /// - Parameters:
     ///   - notices: builds the revoke notification of a subscription a provider refused.
@@ -220,11 +222,18 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         }
     }
 
-    /// Starts sends, each in its own child task; its answer wakes the loop.
+    /// Starts sends: with callbacks alone where the sender can (its answer completes the send
+    /// on the connection's thread: no task to wake per answer), else each in its own child
+    /// task; the answer wakes the loop. Either way the machine counts the send in flight until
+    /// it completes, which is what a stop waits for.
     func start(_ sends: [DispatchStateMachine.Send], group: inout DiscardingTaskGroup) {
         for send in sends {
             guard let sender = senders.sender(for: send.notification.entry) else {
                 complete(send, .retry(reason: "the sender is gone", retryAfter: nil, slowDown: false))
+                continue
+            }
+            if sender.start(send.notification, now: clock.now, completion: { outcome in self.complete(send, outcome) }) {
+                startedWithoutTask.add(1, ordering: .relaxed)
                 continue
             }
             group.addTask {

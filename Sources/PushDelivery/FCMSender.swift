@@ -33,4 +33,15 @@ public struct FCMSender: NotificationSender {
             },
             classify: { AnswerClassifier.fcm($0, now: $1) })
     }
+
+    public func start(_ notification: StoredNotification, now: Int64, completion: @escaping @Sendable (DeliveryOutcome) -> Void) -> Bool {
+        let body = ProviderMessages.fcm(token: notification.entry.target ?? "", data: notification.entry.payload)
+        let url = url
+        return startWithToken(
+            provider: provider, tokens: tokens, context: context,
+            request: { token in
+                OutgoingRequest(url: url, headers: [("authorization", "Bearer " + token), ("content-type", "application/json; charset=UTF-8")], body: body)
+            },
+            classify: { AnswerClassifier.fcm($0, now: $1) }, completion: completion)
+    }
 }

@@ -26,4 +26,16 @@ public struct HMSSender: NotificationSender {
             },
             classify: { AnswerClassifier.hms($0, token: deviceToken, now: $1) })
     }
+
+    public func start(_ notification: StoredNotification, now: Int64, completion: @escaping @Sendable (DeliveryOutcome) -> Void) -> Bool {
+        let deviceToken = notification.entry.target ?? ""
+        let body = ProviderMessages.hms(token: deviceToken, data: notification.entry.payload)
+        let url = url
+        return startWithToken(
+            provider: provider, tokens: tokens, context: context,
+            request: { token in
+                OutgoingRequest(url: url, headers: [("authorization", "Bearer " + token), ("content-type", "application/json; charset=UTF-8")], body: body)
+            },
+            classify: { AnswerClassifier.hms($0, token: deviceToken, now: $1) }, completion: completion)
+    }
 }

@@ -91,12 +91,7 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         }
         guard !closed.load(ordering: .relaxed) else { throw TransportError("the transport is shut down") }
         let deadline = NIODeadline.now() + .nanoseconds(Int64(clamping: timeout.wholeMilliseconds) &* 1_000_000)
-        let pool = pools.withLock { pools in
-            if let pool = pools[origin] { return pool }
-            let pool = OriginPool(target: target, transport: self)
-            pools[origin] = pool
-            return pool
-        }
+        let pool = pool(for: target)
         do {
             let connection = try await pool.connection(deadline: deadline)
             return try await connection.exchange(request, target: target, deadline: deadline)
@@ -110,6 +105,53 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         } catch {
             throw TransportError(
                 Self.describe(error), lostInTransit: Self.isLostInTransit(error), unprocessed: (error as? HTTP2ConnectionError)?.unprocessed ?? false)
+        }
+    }
+
+    /// Starts `request` on an HTTP/2 connection with callbacks only (no task waits for it):
+    /// the answer or the error reaches `completion` on the connection's event loop. False for
+    /// what goes elsewhere (`http://`, an origin without HTTP/2, a closed transport): use
+    /// ``send(_:timeout:)``.
+    public func start(_ request: OutgoingRequest, timeout: Duration, completion: @escaping @Sendable (Result<ProviderAnswer, TransportError>) -> Void) -> Bool {
+        guard let target = target(request.url), target.secure, !closed.load(ordering: .relaxed),
+            !http1Origins.withLock({ $0.contains(target.origin) })
+        else { return false }
+        let deadline = NIODeadline.now() + .nanoseconds(Int64(clamping: timeout.wholeMilliseconds) &* 1_000_000)
+        pool(for: target).connectionFuture(deadline: deadline)
+            .flatMap { connection in connection.exchangeFuture(request, target: target, deadline: deadline) }
+            .whenComplete { result in
+                switch result {
+                case .success(let answer):
+                    completion(.success(answer))
+                case .failure(let error as HTTP2ConnectionError) where error.kind == .notHTTP2:
+                    // Found out now: this origin's requests go over HTTP/1.1 from here on.
+                    Task {
+                        do throws(TransportError) {
+                            completion(.success(try await self.send(request, timeout: timeout)))
+                        } catch {
+                            completion(.failure(error))
+                        }
+                    }
+                case .failure(let error as TransportError):
+                    completion(.failure(error))
+                case .failure(let error):
+                    completion(
+                        .failure(
+                            TransportError(
+                                Self.describe(error), lostInTransit: Self.isLostInTransit(error),
+                                unprocessed: (error as? HTTP2ConnectionError)?.unprocessed ?? false)))
+                }
+            }
+        return true
+    }
+
+    /// The connections to `target`'s origin, made on first use.
+    func pool(for target: RequestTarget) -> OriginPool {
+        pools.withLock { pools in
+            if let pool = pools[target.origin] { return pool }
+            let pool = OriginPool(target: target, transport: self)
+            pools[target.origin] = pool
+            return pool
         }
     }
 
@@ -203,7 +245,12 @@ final class OriginPool: Sendable {
     /// The usable connection with the fewest streams open; a new one in an empty slot while
     /// some slot is empty (so that a burst spreads over every connection).
     func connection(deadline: NIODeadline) async throws -> HTTP2Connection {
-        let future: EventLoopFuture<HTTP2Connection> = slots.withLock { slots in
+        try await connectionFuture(deadline: deadline).get()
+    }
+
+    /// ``connection(deadline:)`` as a future.
+    func connectionFuture(deadline: NIODeadline) -> EventLoopFuture<HTTP2Connection> {
+        slots.withLock { slots in
             var best: (index: Int, load: Int)?
             var emptySlot: Int?
             var pending: EventLoopFuture<HTTP2Connection>?
@@ -231,7 +278,6 @@ final class OriginPool: Sendable {
             }
             return pending!
         }
-        return try await future.get()
     }
 
     private func connect(slot: Int, deadline: NIODeadline) -> EventLoopFuture<HTTP2Connection> {
@@ -365,6 +411,11 @@ final class HTTP2Connection: Sendable {
 
     /// One request on a new stream: the answer, or an error.
     func exchange(_ request: OutgoingRequest, target: RequestTarget, deadline: NIODeadline) async throws -> ProviderAnswer {
+        try await exchangeFuture(request, target: target, deadline: deadline).get()
+    }
+
+    /// ``exchange(_:target:deadline:)`` as a future, completed on the connection's event loop.
+    func exchangeFuture(_ request: OutgoingRequest, target: RequestTarget, deadline: NIODeadline) -> EventLoopFuture<ProviderAnswer> {
         var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.count + 5)
         headers.add(name: ":method", value: "POST")
@@ -399,8 +450,9 @@ final class HTTP2Connection: Sendable {
             }
         }
         flags.streams.wrappingAdd(1, ordering: .relaxed)
-        defer { flags.streams.wrappingSubtract(1, ordering: .relaxed) }
-        return try await promise.futureResult.get()
+        let flags = self.flags
+        promise.futureResult.whenComplete { _ in flags.streams.wrappingSubtract(1, ordering: .relaxed) }
+        return promise.futureResult
     }
 }
 

@@ -6,6 +6,17 @@ public protocol NotificationSender: Sendable {
     /// The `provider` label of the metrics: `fcm`, `hms`, `webhook`.
     var provider: String { get }
     func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome
+    /// Starts the send without a task when it can (a valid access token at hand, a transport
+    /// that takes callbacks): `completion` gets the outcome, on any thread, and the call
+    /// returns true. False: nothing was started, use ``send(_:now:)``. The default starts
+    /// nothing.
+    func start(_ notification: StoredNotification, now: Int64, completion: @escaping @Sendable (DeliveryOutcome) -> Void) -> Bool
+}
+
+extension NotificationSender {
+    public func start(_ notification: StoredNotification, now: Int64, completion: @escaping @Sendable (DeliveryOutcome) -> Void) -> Bool {
+        false
+    }
 }
 
 /// Where each notification goes: the sender of its application and kind (and webhook name).

@@ -27,13 +27,14 @@ public struct SenderContext: Sendable {
     /// Sends `request`; a request lost in transit is resent at once, up to
     /// ``immediateResends`` times (a reset one may have been processed: at-least-once, as for
     /// any retry), and one the server never processed up to ``unprocessedResends`` times more.
-    func send(_ request: OutgoingRequest, provider: String) async throws(TransportError) -> ProviderAnswer {
+    /// `firstLoss`: the request was sent once already (``start(_:provider:completion:)``) and
+    /// lost so; it counts against the budget.
+    func send(_ request: OutgoingRequest, provider: String, firstLoss: TransportError? = nil) async throws(TransportError) -> ProviderAnswer {
         var resends = 0
         var unprocessedResends = 0
+        var loss = firstLoss
         while true {
-            do {
-                return try await transport.send(request, timeout: timeout)
-            } catch {
+            if let error = loss {
                 guard error.lostInTransit, !Task.isCancelled else { throw error }
                 if error.unprocessed, unprocessedResends < Self.unprocessedResends {
                     unprocessedResends += 1
@@ -43,6 +44,30 @@ public struct SenderContext: Sendable {
                     throw error
                 }
                 counters?.resent(provider: provider)
+            }
+            do {
+                return try await transport.send(request, timeout: timeout)
+            } catch {
+                loss = error
+            }
+        }
+    }
+
+    /// Starts `request` without a task when the transport can (see
+    /// ``HTTPTransport/start(_:timeout:completion:)``); a loss in transit goes on in a task
+    /// through ``send(_:provider:firstLoss:)``, so the resends are the same.
+    func start(_ request: OutgoingRequest, provider: String, completion: @escaping @Sendable (Result<ProviderAnswer, TransportError>) -> Void) -> Bool {
+        transport.start(request, timeout: timeout) { result in
+            guard case .failure(let error) = result, error.lostInTransit else {
+                completion(result)
+                return
+            }
+            Task {
+                do throws(TransportError) {
+                    completion(.success(try await self.send(request, provider: provider, firstLoss: error)))
+                } catch {
+                    completion(.failure(error))
+                }
             }
         }
     }

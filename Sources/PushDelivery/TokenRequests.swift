@@ -5,9 +5,9 @@ import PushCore
 /// credentials fault: the application is paused.
 func sendWithToken(
     provider: String, tokens: AccessTokenCache, context: SenderContext, request: (String) -> OutgoingRequest,
-    classify: (ProviderAnswer, Int64) -> DeliveryOutcome
+    classify: (ProviderAnswer, Int64) -> DeliveryOutcome, firstAttempt: Int = 0
 ) async -> DeliveryOutcome {
-    for attempt in 0..<2 {
+    for attempt in firstAttempt..<2 {
         let token: AccessTokenCache.Token
         do {
             token = try await tokens.token()
@@ -29,6 +29,37 @@ func sendWithToken(
         if attempt == 1 { return .pause(reason: "the provider refused a fresh access token: \(reason)") }
     }
     return .pause(reason: "unreachable")
+}
+
+/// ``sendWithToken(provider:tokens:context:request:classify:firstAttempt:)`` without a task
+/// when the token is at hand and the transport takes callbacks: false when nothing was
+/// started. A refused token goes on in a task (the refresh, the second attempt), as
+/// ``sendWithToken(provider:tokens:context:request:classify:firstAttempt:)`` does it.
+func startWithToken(
+    provider: String, tokens: AccessTokenCache, context: SenderContext, request: @escaping @Sendable (String) -> OutgoingRequest,
+    classify: @escaping @Sendable (ProviderAnswer, Int64) -> DeliveryOutcome, completion: @escaping @Sendable (DeliveryOutcome) -> Void
+) -> Bool {
+    guard let token = tokens.cachedToken() else { return false }
+    return context.start(request(token.value), provider: provider) { result in
+        let answer: ProviderAnswer
+        switch result {
+        case .failure(let error):
+            completion(.retry(reason: error.description, retryAfter: nil, slowDown: false))
+            return
+        case .success(let received):
+            answer = received
+        }
+        let outcome = classify(answer, context.clock.now)
+        guard case .refreshCredentials = outcome else {
+            completion(outcome)
+            return
+        }
+        Task {
+            await tokens.invalidate(generation: token.generation)
+            completion(
+                await sendWithToken(provider: provider, tokens: tokens, context: context, request: request, classify: classify, firstAttempt: 1))
+        }
+    }
 }
 
 /// `application/x-www-form-urlencoded` with every value percent-encoded (RFC 3986 unreserved

@@ -417,6 +417,53 @@ struct DispatcherTests {
         #expect(h.sends("fcm").allSatisfy { $0.at == h.base })
     }
 
+    /// With an access token at hand, FCM sends over HTTP/2 start with callbacks alone (no
+    /// task per send): what comes back goes on exactly as in a task: refusals of the token
+    /// (one refresh, each resent at once), resets (two resends at once, then the back-off),
+    /// GOAWAY (resent at once).
+    @Test("sends started without a task: a refused token, resets and GOAWAY go on as they do in a task")
+    func startedWithoutTask() async throws {
+        let h = try await DeliveryHarness(tls: true)
+        defer { Task { await h.close() } }
+        var subscriptions: [(Subscription, Int64)] = []
+        for index in 0..<12 { subscriptions.append(try await h.subscribe(token: "t\(index)", path: "/p\(index)")) }
+        h.start()
+        try await h.queue(subscriptions[0])
+        try await h.eventually("the first delivery (it fetches the token)") { h.sends("fcm").filter { $0.status == 200 }.count == 1 }
+        #expect(h.dispatcher.startedWithoutTask.load(ordering: .relaxed) == 0)
+        // The token refused: one refresh for every send that saw it, each resent at once.
+        h.fakes.expireAccessTokens()
+        for subscription in subscriptions[1..<9] { try await h.queue(subscription) }
+        try await h.eventually("the refused ones delivered") { h.sends("fcm").filter { $0.status == 200 }.count == 9 }
+        #expect(h.fakes.tokensIssued == 2)
+        #expect(h.dispatcher.counters.retries(provider: "fcm") == 0)
+        // The first ones claimed went with the token at hand (those claimed during the
+        // refresh wait for it in a task).
+        #expect(h.dispatcher.startedWithoutTask.load(ordering: .relaxed) >= 1)
+        // Lost in transit: resent at once twice, then the back-off.
+        h.fakes.script("t9", [.reset, .reset, .normal])
+        h.fakes.script("t10", [.reset, .reset, .reset, .normal])
+        h.fakes.script("t11", [.goAway, .normal])
+        let before = h.dispatcher.startedWithoutTask.load(ordering: .relaxed)
+        try await h.queue(subscriptions[9])
+        try await h.queue(subscriptions[10])
+        try await h.eventually("t9 delivered, t10 lost three times") {
+            h.sends("fcm").filter { $0.target == "t9" }.map(\.status) == [0, 0, 200]
+                && h.sends("fcm").filter { $0.target == "t10" }.map(\.status) == [0, 0, 0]
+        }
+        try await h.eventually("t10 waiting for its retry") { h.counters.deliveries(provider: "fcm", outcome: "retry") == 1 }
+        // A GOAWAY refuses the stream; alone on its connection, so that no other request is
+        // refused with it.
+        try await h.queue(subscriptions[11])
+        try await h.eventually("t11 delivered") { h.sends("fcm").filter { $0.target == "t11" }.map(\.status) == [0, 200] }
+        #expect(h.dispatcher.startedWithoutTask.load(ordering: .relaxed) == before + 3)
+        #expect(h.sends("fcm").allSatisfy { $0.at == h.base })
+        try await h.advance(by: 1_000)
+        try await h.eventually("t10 delivered after 1 s") { h.sends("fcm").filter { $0.target == "t10" }.map(\.status) == [0, 0, 0, 200] }
+        try await h.eventually("the outbox to empty") { try await h.outbox().isEmpty }
+        #expect(h.counters.deliveries(provider: "fcm", outcome: "delivered") == 12)
+    }
+
     @Test("THIRD_PARTY_AUTH_ERROR pauses the application's FCM sender, revokes nothing, and it resumes when sends work again")
     func pause() async throws {
         let h = try await DeliveryHarness()
