@@ -138,17 +138,16 @@ extension BTreeNode {
         }
     }
 
+    /// Recursive rather than a loop over a `var node`: each level is borrowed where it lies
+    /// (a loop retains and releases every node it passes).
     @inlinable
     func find(_ key: Key) -> JSON? {
-        var node = self
-        while true {
-            switch node {
-            case .leaf(let entries):
-                let (index, found) = BTreeNode.search(entries, key)
-                return found ? entries[index].value : nil
-            case .inner(let inner):
-                node = inner.children[inner.childIndex(for: key)]
-            }
+        switch self {
+        case .leaf(let entries):
+            let (index, found) = BTreeNode.search(entries, key)
+            return found ? entries[index].value : nil
+        case .inner(let inner):
+            return inner.children[inner.childIndex(for: key)].find(key)
         }
     }
 

@@ -76,6 +76,25 @@ public struct RecordPipeline: Sendable {
         return (staged.changedTree, staged.notices.resolve([:]))
     }
 
+    /// ``stage(_:lookup:directory:resolving:now:sourceBytes:)`` for a write whose application's
+    /// rules read no data (nothing to read from the directory), without suspending: `nil` for
+    /// any other record, which goes through `stage`.
+    public mutating func stageWrite(_ record: ChangeRecord, lookup: some SubscriptionLookup, sourceBytes: Int? = nil) -> Staged? {
+        guard case .write(let write) = record.operation else { return nil }
+        let settings = settings(record.app)
+        if let rules = settings.rules, rules.readsData { return nil }
+        let effects = processor.effects(of: write, app: record.app, lookup: lookup, settings: settings, sourceBytes: sourceBytes)
+        var pending = PendingNotices()
+        if !effects.events.isEmpty {
+            pending.events = effects.events.map { (handle: $0.0.handle, event: $0.1) }
+            let revoked = effects.events.filter { if case .revoke = $0.1.body { return true } else { return false } }.map(\.0)
+            if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
+        }
+        let changed = !effects.changed.isEmpty
+        if changed { processor.setTree(effects.after, app: record.app) }
+        return Staged(changedTree: changed, notices: pending)
+    }
+
     /// Applies one record. A write's notices are left unresolved unless `resolving`; the
     /// directory is read (before anything changes: if it throws, nothing did) for a revocation
     /// record, for a write when `resolving`, and for the claims of subscriptions whose read
@@ -87,6 +106,7 @@ public struct RecordPipeline: Sendable {
         _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, resolving: Bool = false, now: Int64,
         sourceBytes: Int? = nil
     ) async throws -> Staged {
+        if !resolving, let staged = stageWrite(record, lookup: lookup, sourceBytes: sourceBytes) { return staged }
         var changedTree = false
         var pending = PendingNotices()
         switch record.operation {

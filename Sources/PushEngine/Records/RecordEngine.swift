@@ -75,23 +75,16 @@ public struct RecordEngine: Sendable {
         // The records are applied in order; the notices of the batch's writes are resolved
         // against the stored subscriptions in one read of the directory, then built.
         // Records are read in place (not copied out of `lines`: a copy retains every part of
-        // the record and of its line), and staged directly; only a failed read of the
-        // directory goes through the retry loop.
+        // the record and of its line); a write that needs nothing from the directory (the
+        // common case) is staged without suspending.
         var staged: [(seq: Int64, notices: RecordPipeline.PendingNotices)] = []
         for index in lines.accepted.indices {
             let sourceBytes = lines.accepted[index].line.bytes.count
             let outcome: RecordPipeline.Staged
-            do {
-                outcome = try await pipeline.stage(
-                    lines.accepted[index].record, lookup: registry, directory: registry, now: now, sourceBytes: sourceBytes)
-            } catch let error as StoreError where error.kind == .leaseLost {
-                throw error
-            } catch {
-                logger.warning("reading subscriptions failed; retrying", metadata: ["error": "\(error)"])
-                outcome = try await retryingIngestion("reading subscriptions", logger: logger) {
-                    try await pipeline.stage(
-                        lines.accepted[index].record, lookup: registry, directory: registry, now: now, sourceBytes: sourceBytes)
-                }
+            if let staged = pipeline.stageWrite(lines.accepted[index].record, lookup: registry, sourceBytes: sourceBytes) {
+                outcome = staged
+            } else {
+                outcome = try await stageReadingDirectory(lines.accepted[index].record, now: now, sourceBytes: sourceBytes)
             }
             if outcome.changedTree {
                 let app = lines.accepted[index].record.app
@@ -118,6 +111,21 @@ public struct RecordEngine: Sendable {
             }
         }
         return prepared
+    }
+
+    /// A record whose staging reads the directory (a revocation record, a write under rules
+    /// that read data); only a failed read goes through the retry loop.
+    mutating func stageReadingDirectory(_ record: ChangeRecord, now: Int64, sourceBytes: Int) async throws -> RecordPipeline.Staged {
+        do {
+            return try await pipeline.stage(record, lookup: registry, directory: registry, now: now, sourceBytes: sourceBytes)
+        } catch let error as StoreError where error.kind == .leaseLost {
+            throw error
+        } catch {
+            logger.warning("reading subscriptions failed; retrying", metadata: ["error": "\(error)"])
+            return try await retryingIngestion("reading subscriptions", logger: logger) {
+                try await pipeline.stage(record, lookup: registry, directory: registry, now: now, sourceBytes: sourceBytes)
+            }
+        }
     }
 
     /// Builds one notice into the batch, in delivery order (`seq`: the record that led to it).
