@@ -29,53 +29,132 @@ public struct APNsSender: NotificationSender {
         self.context = context
     }
 
-    public func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome {
+    /// What a send needs before its first request, or the outcome when it cannot be made.
+    enum Preparation {
+        case ready(device: String, body: [UInt8], expiration: String, jwt: String)
+        case done(DeliveryOutcome)
+    }
+
+    func prepare(_ notification: StoredNotification, now: Int64) -> Preparation {
         let device = notification.entry.target ?? ""
         guard (try? APNsDeviceToken.canonical(device)) == device else {
             // Checked when the subscription was made; a store filled otherwise (an import) may
             // hold anything, and a path is no place for it.
-            return .revokeDeadToken(reason: "the subscription's context is not an APNs device token in hexadecimal")
+            return .done(.revokeDeadToken(reason: "the subscription's context is not an APNs device token in hexadecimal"))
         }
         let body = ProviderMessages.apns(data: notification.entry.payload)
         let expiration = String(max(0, notification.createdAt / 1_000).saturatingAdding(storage))
-        var jwt: String
         do {
-            jwt = try token.current(now: now / 1_000)
+            return .ready(device: device, body: body, expiration: expiration, jwt: try token.current(now: now / 1_000))
         } catch {
-            return .pause(reason: error.description)
+            return .done(.pause(reason: error.description))
+        }
+    }
+
+    func request(device: String, body: [UInt8], expiration: String, jwt: String) -> OutgoingRequest {
+        OutgoingRequest(
+            url: baseURL + device,
+            headers: [
+                ("authorization", "bearer " + jwt), ("apns-push-type", "background"), ("apns-priority", "5"), ("apns-topic", topic),
+                ("apns-expiration", expiration), ("content-type", "application/json"),
+            ],
+            body: body)
+    }
+
+    /// After `ExpiredProviderToken` on `jwt`: the token to send with again, or the outcome.
+    func renewal(after jwt: String, reason: String) -> Result<String, Stop> {
+        let renewed: String?
+        do {
+            renewed = try token.renew(after: jwt, now: context.clock.now / 1_000)
+        } catch {
+            return .failure(Stop(.pause(reason: error.description)))
+        }
+        guard let renewed else {
+            // Younger than 20 minutes: renewing would be refused as too frequent. A clock out of
+            // step is the likely cause; the application's APNs sends wait.
+            return .failure(
+                Stop(
+                    .retry(
+                        reason: reason + " (the provider token is younger than 20 minutes, so it is not renewed yet: check this machine's clock)",
+                        retryAfter: nil, slowDown: true)))
+        }
+        return .success(renewed)
+    }
+
+    /// An outcome that ends a send (as the failure of ``renewal(after:reason:)``).
+    struct Stop: Error {
+        var outcome: DeliveryOutcome
+        init(_ outcome: DeliveryOutcome) { self.outcome = outcome }
+    }
+
+    public func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome {
+        let device: String
+        let body: [UInt8]
+        let expiration: String
+        var jwt: String
+        switch prepare(notification, now: now) {
+        case .done(let outcome): return outcome
+        case .ready(let preparedDevice, let preparedBody, let preparedExpiration, let preparedJWT):
+            (device, body, expiration, jwt) = (preparedDevice, preparedBody, preparedExpiration, preparedJWT)
         }
         for attempt in 0..<2 {
-            let request = OutgoingRequest(
-                url: baseURL + device,
-                headers: [
-                    ("authorization", "bearer " + jwt), ("apns-push-type", "background"), ("apns-priority", "5"), ("apns-topic", topic),
-                    ("apns-expiration", expiration), ("content-type", "application/json"),
-                ],
-                body: body)
             let answer: ProviderAnswer
             do {
-                answer = try await context.send(request, provider: provider)
+                answer = try await context.send(request(device: device, body: body, expiration: expiration, jwt: jwt), provider: provider)
             } catch {
                 return .retry(reason: error.description, retryAfter: nil, slowDown: false)
             }
             let outcome = AnswerClassifier.apns(answer, now: context.clock.now)
             guard case .refreshCredentials(let reason) = outcome else { return outcome }
             if attempt == 1 { return .pause(reason: "APNs refused a renewed provider token: \(reason)") }
-            let renewed: String?
-            do {
-                renewed = try token.renew(after: jwt, now: context.clock.now / 1_000)
-            } catch {
-                return .pause(reason: error.description)
+            switch renewal(after: jwt, reason: reason) {
+            case .success(let renewed): jwt = renewed
+            case .failure(let stop): return stop.outcome
             }
-            guard let renewed else {
-                // Younger than 20 minutes: renewing would be refused as too frequent. A clock
-                // out of step is the likely cause; the application's APNs sends wait.
-                return .retry(
-                    reason: reason + " (the provider token is younger than 20 minutes, so it is not renewed yet: check this machine's clock)",
-                    retryAfter: nil, slowDown: true)
-            }
-            jwt = renewed
         }
         return .pause(reason: "unreachable")
+    }
+
+    /// The first attempt with callbacks alone (see ``NotificationSender/start(_:now:completion:)``);
+    /// a renewed token's attempt, and losses in transit, go on in a task.
+    public func start(_ notification: StoredNotification, now: Int64, completion: @escaping @Sendable (DeliveryOutcome) -> Void) -> Bool {
+        guard case .ready(let device, let body, let expiration, let jwt) = prepare(notification, now: now) else { return false }
+        let sender = self
+        return context.start(request(device: device, body: body, expiration: expiration, jwt: jwt), provider: provider) { result in
+            let answer: ProviderAnswer
+            switch result {
+            case .failure(let error):
+                completion(.retry(reason: error.description, retryAfter: nil, slowDown: false))
+                return
+            case .success(let received):
+                answer = received
+            }
+            let outcome = AnswerClassifier.apns(answer, now: sender.context.clock.now)
+            guard case .refreshCredentials(let reason) = outcome else {
+                completion(outcome)
+                return
+            }
+            switch sender.renewal(after: jwt, reason: reason) {
+            case .failure(let stop):
+                completion(stop.outcome)
+            case .success(let renewed):
+                Task {
+                    let answer: ProviderAnswer
+                    do throws(TransportError) {
+                        answer = try await sender.context.send(
+                            sender.request(device: device, body: body, expiration: expiration, jwt: renewed), provider: sender.provider)
+                    } catch {
+                        completion(.retry(reason: error.description, retryAfter: nil, slowDown: false))
+                        return
+                    }
+                    let outcome = AnswerClassifier.apns(answer, now: sender.context.clock.now)
+                    if case .refreshCredentials(let reason) = outcome {
+                        completion(.pause(reason: "APNs refused a renewed provider token: \(reason)"))
+                    } else {
+                        completion(outcome)
+                    }
+                }
+            }
+        }
     }
 }
