@@ -18,9 +18,8 @@ public enum NotificationKind: String, Sendable, CaseIterable {
 
 /// A notification to deliver: everything a sender needs.
 public struct OutboxEntry: Sendable, Equatable {
-    /// The fields, held once and shared by copies: a copy of an entry is one retain (an entry
-    /// is copied into the batch, the claim, the send and the settlement); a change makes a new
-    /// box.
+    /// The fields, shared by copies (``SharedFields``): an entry is copied into the batch, the
+    /// claim, the send and the settlement.
     struct Fields: Sendable, Equatable {
         var app: String
         var subscriptionHandle: Int64
@@ -33,69 +32,54 @@ public struct OutboxEntry: Sendable, Equatable {
         var recordSeq: Int64?
     }
 
-    final class Box: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    var box: Box
-
-    mutating func update(_ change: (inout Fields) -> Void) {
-        var fields = box.fields
-        change(&fields)
-        box = Box(fields)
-    }
-
-    public static func == (lhs: OutboxEntry, rhs: OutboxEntry) -> Bool {
-        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
-    }
+    var shared: SharedFields<Fields>
 
     public var app: String {
-        get { box.fields.app }
-        set { update { $0.app = newValue } }
+        get { shared.fields.app }
+        set { shared.fields.app = newValue }
     }
     public var subscriptionHandle: Int64 {
-        get { box.fields.subscriptionHandle }
-        set { update { $0.subscriptionHandle = newValue } }
+        get { shared.fields.subscriptionHandle }
+        set { shared.fields.subscriptionHandle = newValue }
     }
     public var subscriptionID: String {
-        get { box.fields.subscriptionID }
-        set { update { $0.subscriptionID = newValue } }
+        get { shared.fields.subscriptionID }
+        set { shared.fields.subscriptionID = newValue }
     }
     public var kind: SubscriptionKind {
-        get { box.fields.kind }
-        set { update { $0.kind = newValue } }
+        get { shared.fields.kind }
+        set { shared.fields.kind = newValue }
     }
     /// The device token (`mobile`, `huawei`) or the webhook's context.
     public var target: String? {
-        get { box.fields.target }
-        set { update { $0.target = newValue } }
+        get { shared.fields.target }
+        set { shared.fields.target = newValue }
     }
     /// The webhook's name (`webhook` only).
     public var destination: String? {
-        get { box.fields.destination }
-        set { update { $0.destination = newValue } }
+        get { shared.fields.destination }
+        set { shared.fields.destination = newValue }
     }
     public var notification: NotificationKind {
-        get { box.fields.notification }
-        set { update { $0.notification = newValue } }
+        get { shared.fields.notification }
+        set { shared.fields.notification = newValue }
     }
     /// The data payload (v1/v2) or the webhook body without its `id`.
     public var payload: [UInt8] {
-        get { box.fields.payload }
-        set { update { $0.payload = newValue } }
+        get { shared.fields.payload }
+        set { shared.fields.payload = newValue }
     }
     /// The record that led to it (`nil` for expiry).
     public var recordSeq: Int64? {
-        get { box.fields.recordSeq }
-        set { update { $0.recordSeq = newValue } }
+        get { shared.fields.recordSeq }
+        set { shared.fields.recordSeq = newValue }
     }
 
     public init(
         app: String, subscriptionHandle: Int64, subscriptionID: String, kind: SubscriptionKind, target: String?, destination: String?,
         notification: NotificationKind, payload: [UInt8], recordSeq: Int64?
     ) {
-        box = Box(
+        shared = SharedFields(
             Fields(
                 app: app, subscriptionHandle: subscriptionHandle, subscriptionID: subscriptionID, kind: kind, target: target,
                 destination: destination, notification: notification, payload: payload, recordSeq: recordSeq))

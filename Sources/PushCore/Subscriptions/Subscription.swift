@@ -62,9 +62,8 @@ public struct SubscriptionTuple: Sendable, Hashable {
 
 /// A stored subscription: the tuple, what it asks for, and its lifetime.
 public struct Subscription: Sendable, Equatable {
-    /// The fields, held once and shared by copies: a copy of a subscription is one retain (the
-    /// record engine copies each notified subscription a few times per record); a change makes
-    /// a new box.
+    /// The fields, shared by copies (``SharedFields``): the record engine copies each notified
+    /// subscription a few times per record.
     struct Fields: Sendable, Equatable {
         var id: String
         var tuple: SubscriptionTuple
@@ -77,65 +76,50 @@ public struct Subscription: Sendable, Equatable {
         var auth: JSON?
     }
 
-    final class Box: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
-    }
-
-    var box: Box
-
-    mutating func update(_ change: (inout Fields) -> Void) {
-        var fields = box.fields
-        change(&fields)
-        box = Box(fields)
-    }
-
-    public static func == (lhs: Subscription, rhs: Subscription) -> Bool {
-        lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
-    }
+    var shared: SharedFields<Fields>
 
     /// Derived from the tuple (see `SubscriptionID` in PushJOSE): the same tuple gives the same id.
     public var id: String {
-        get { box.fields.id }
-        set { update { $0.id = newValue } }
+        get { shared.fields.id }
+        set { shared.fields.id = newValue }
     }
     public var tuple: SubscriptionTuple {
-        get { box.fields.tuple }
-        set { update { $0.tuple = newValue } }
+        get { shared.fields.tuple }
+        set { shared.fields.tuple = newValue }
     }
     public var mode: Mode {
-        get { box.fields.mode }
-        set { update { $0.mode = newValue } }
+        get { shared.fields.mode }
+        set { shared.fields.mode = newValue }
     }
     public var format: PayloadFormat {
-        get { box.fields.format }
-        set { update { $0.format = newValue } }
+        get { shared.fields.format }
+        set { shared.fields.format = newValue }
     }
     public var encryption: EncryptionSpec? {
-        get { box.fields.encryption }
-        set { update { $0.encryption = newValue } }
+        get { shared.fields.encryption }
+        set { shared.fields.encryption = newValue }
     }
     /// Unix seconds.
     public var createdAt: Int64 {
-        get { box.fields.createdAt }
-        set { update { $0.createdAt = newValue } }
+        get { shared.fields.createdAt }
+        set { shared.fields.createdAt = newValue }
     }
     /// Unix seconds: `expirationTimestampSeconds`.
     public var expiresAt: Int64 {
-        get { box.fields.expiresAt }
-        set { update { $0.expiresAt = newValue } }
+        get { shared.fields.expiresAt }
+        set { shared.fields.expiresAt = newValue }
     }
     /// The store's row id, once stored (what the matching index holds).
     public var handle: Int64? {
-        get { box.fields.handle }
-        set { update { $0.handle = newValue } }
+        get { shared.fields.handle }
+        set { shared.fields.handle = newValue }
     }
     /// The verified claims of the token it was created or last refreshed with (SPEC §12): the
     /// read rules are evaluated again with them. `nil` for subscriptions stored before rules
     /// existed: their `auth` is `{"uid": uid}` alone. Not part of the REST document.
     public var auth: JSON? {
-        get { box.fields.auth }
-        set { update { $0.auth = newValue } }
+        get { shared.fields.auth }
+        set { shared.fields.auth = newValue }
     }
 
     /// Longest claims a subscription keeps, compact JSON bytes.
@@ -151,7 +135,7 @@ public struct Subscription: Sendable, Equatable {
         id: String, tuple: SubscriptionTuple, mode: Mode, format: PayloadFormat, encryption: EncryptionSpec?,
         createdAt: Int64, expiresAt: Int64, handle: Int64? = nil, auth: JSON? = nil
     ) {
-        box = Box(
+        shared = SharedFields(
             Fields(
                 id: id, tuple: tuple, mode: mode, format: format, encryption: encryption, createdAt: createdAt, expiresAt: expiresAt,
                 handle: handle, auth: auth))

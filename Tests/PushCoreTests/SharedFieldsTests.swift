@@ -1,0 +1,28 @@
+import Testing
+@testable import PushCore
+
+/// ``Subscription`` and ``OutboxEntry`` share their fields between copies: still values.
+@Suite("Values sharing their fields")
+struct SharedFieldsTests {
+    @Test("a changed copy leaves the original as it was; equality is by fields, not by box")
+    func valueSemantics() {
+        let original = RecordPipelineTests.subscription(7, "/a/b", uid: "u1")
+        var changed = original
+        #expect(changed == original)
+        changed.expiresAt = original.expiresAt + 60
+        changed.auth = ["sub": "u1"]
+        #expect(original.auth == nil && changed.auth == ["sub": "u1"])
+        #expect(original.expiresAt + 60 == changed.expiresAt)
+        #expect(changed != original)
+        changed.expiresAt = original.expiresAt
+        changed.auth = nil
+        #expect(changed == original, "equal fields in another box")
+
+        let entry = OutboxEntry(
+            app: "toto", subscriptionHandle: 7, subscriptionID: "id", kind: .mobile, target: "t", destination: nil, notification: .value,
+            payload: Array("{}".utf8), recordSeq: 1)
+        var other = entry
+        other.payload = Array("{\"x\":1}".utf8)
+        #expect(entry.payload == Array("{}".utf8) && other != entry)
+    }
+}
