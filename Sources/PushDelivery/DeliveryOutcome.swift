@@ -42,3 +42,10 @@ public enum DeliveryOutcome: Sendable, Equatable {
         }
     }
 }
+
+extension DeliveryOutcome {
+    /// A request that got no answer (SPEC §8: connection errors and timeouts are retried).
+    static func unanswered(_ error: TransportError) -> DeliveryOutcome {
+        .retry(reason: error.description, retryAfter: nil, slowDown: false)
+    }
+}

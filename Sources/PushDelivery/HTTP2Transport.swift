@@ -84,27 +84,19 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
 
     public func send(_ request: OutgoingRequest, timeout: Duration) async throws(TransportError) -> ProviderAnswer {
         guard let target = target(request.url) else { throw TransportError("the URL \(request.url.prefix(200)) is not an absolute http(s) URL") }
-        let origin = target.origin
-        if !target.secure || http1Origins.withLock({ $0.contains(origin) }) {
+        if !target.secure || http1Origins.withLock({ $0.contains(target.origin) }) {
             try await checkPublic(target)
             return try await fallback.send(request, timeout: timeout)
         }
         guard !closed.load(ordering: .relaxed) else { throw TransportError("the transport is shut down") }
-        let deadline = NIODeadline.now() + .nanoseconds(Int64(clamping: timeout.wholeMilliseconds) &* 1_000_000)
-        let pool = pool(for: target)
+        let deadline = Self.deadline(after: timeout)
         do {
-            let connection = try await pool.connection(deadline: deadline)
+            let connection = try await pool(for: target).connection(deadline: deadline)
             return try await connection.exchange(request, target: target, deadline: deadline)
-        } catch let error as TransportError {
-            throw error
         } catch let error as HTTP2ConnectionError where error.kind == .notHTTP2 {
-            http1Origins.withLock { _ = $0.insert(origin) }
-            logger.notice("\(origin.host):\(origin.port) does not speak HTTP/2 (ALPN): its requests go over HTTP/1.1")
-            try await checkPublic(target)
-            return try await fallback.send(request, timeout: timeout)
+            return try await sendOverHTTP1(request, target: target, timeout: timeout)
         } catch {
-            throw TransportError(
-                Self.describe(error), lostInTransit: Self.isLostInTransit(error), unprocessed: (error as? HTTP2ConnectionError)?.unprocessed ?? false)
+            throw Self.transportError(error)
         }
     }
 
@@ -116,7 +108,7 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         guard let target = target(request.url), target.secure, !closed.load(ordering: .relaxed),
             !http1Origins.withLock({ $0.contains(target.origin) })
         else { return false }
-        let deadline = NIODeadline.now() + .nanoseconds(Int64(clamping: timeout.wholeMilliseconds) &* 1_000_000)
+        let deadline = Self.deadline(after: timeout)
         pool(for: target).connectionFuture(deadline: deadline)
             .flatMap { connection in connection.exchangeFuture(request, target: target, deadline: deadline) }
             .whenComplete { result in
@@ -124,25 +116,39 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
                 case .success(let answer):
                     completion(.success(answer))
                 case .failure(let error as HTTP2ConnectionError) where error.kind == .notHTTP2:
-                    // Found out now: this origin's requests go over HTTP/1.1 from here on.
                     Task {
                         do throws(TransportError) {
-                            completion(.success(try await self.send(request, timeout: timeout)))
+                            completion(.success(try await self.sendOverHTTP1(request, target: target, timeout: timeout)))
                         } catch {
                             completion(.failure(error))
                         }
                     }
-                case .failure(let error as TransportError):
-                    completion(.failure(error))
                 case .failure(let error):
-                    completion(
-                        .failure(
-                            TransportError(
-                                Self.describe(error), lostInTransit: Self.isLostInTransit(error),
-                                unprocessed: (error as? HTTP2ConnectionError)?.unprocessed ?? false)))
+                    completion(.failure(Self.transportError(error)))
                 }
             }
         return true
+    }
+
+    /// An origin found not to agree on `h2`: its requests go over HTTP/1.1 from here on.
+    func sendOverHTTP1(_ request: OutgoingRequest, target: RequestTarget, timeout: Duration) async throws(TransportError) -> ProviderAnswer {
+        http1Origins.withLock { _ = $0.insert(target.origin) }
+        logger.notice("\(target.origin.host):\(target.origin.port) does not speak HTTP/2 (ALPN): its requests go over HTTP/1.1")
+        try await checkPublic(target)
+        return try await fallback.send(request, timeout: timeout)
+    }
+
+    /// `timeout` from now, as NIO counts it.
+    static func deadline(after timeout: Duration) -> NIODeadline {
+        NIODeadline.now() + .nanoseconds(Int64(clamping: timeout.wholeMilliseconds) &* 1_000_000)
+    }
+
+    /// What a request's failure is to its sender: a ``TransportError`` as it is, anything else
+    /// described, lost in transit or not, processed or not.
+    static func transportError(_ error: any Error) -> TransportError {
+        if let error = error as? TransportError { return error }
+        return TransportError(
+            describe(error), lostInTransit: isLostInTransit(error), unprocessed: (error as? HTTP2ConnectionError)?.unprocessed ?? false)
     }
 
     /// The connections to `target`'s origin, made on first use.

@@ -21,7 +21,7 @@ func sendWithToken(
         do {
             answer = try await context.send(request(token.value), provider: provider)
         } catch {
-            return .retry(reason: error.description, retryAfter: nil, slowDown: false)
+            return .unanswered(error)
         }
         let outcome = classify(answer, context.clock.now)
         guard case .refreshCredentials(let reason) = outcome else { return outcome }
@@ -44,7 +44,7 @@ func startWithToken(
         let answer: ProviderAnswer
         switch result {
         case .failure(let error):
-            completion(.retry(reason: error.description, retryAfter: nil, slowDown: false))
+            completion(.unanswered(error))
             return
         case .success(let received):
             answer = received

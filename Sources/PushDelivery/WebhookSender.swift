@@ -32,7 +32,7 @@ public struct WebhookSender: NotificationSender {
             let answer = try await context.send(OutgoingRequest(url: url, headers: headers, body: body), provider: provider)
             return AnswerClassifier.webhook(answer, now: context.clock.now)
         } catch {
-            return .retry(reason: error.description, retryAfter: nil, slowDown: false)
+            return .unanswered(error)
         }
     }
 }

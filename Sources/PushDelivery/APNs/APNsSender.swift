@@ -29,130 +29,116 @@ public struct APNsSender: NotificationSender {
         self.context = context
     }
 
-    /// What a send needs before its first request, or the outcome when it cannot be made.
-    enum Preparation {
-        case ready(device: String, body: [UInt8], expiration: String, jwt: String)
-        case done(DeliveryOutcome)
+    /// What a send needs before its first request.
+    struct Prepared: Sendable {
+        var device: String
+        var body: [UInt8]
+        var expiration: String
+        var jwt: String
     }
 
-    func prepare(_ notification: StoredNotification, now: Int64) -> Preparation {
+    /// What a send needs, or the outcome when it cannot be made.
+    func prepare(_ notification: StoredNotification, now: Int64) -> Result<Prepared, Stop> {
         let device = notification.entry.target ?? ""
         guard (try? APNsDeviceToken.canonical(device)) == device else {
             // Checked when the subscription was made; a store filled otherwise (an import) may
             // hold anything, and a path is no place for it.
-            return .done(.revokeDeadToken(reason: "the subscription's context is not an APNs device token in hexadecimal"))
+            return .failure(Stop(.revokeDeadToken(reason: "the subscription's context is not an APNs device token in hexadecimal")))
         }
         let body = ProviderMessages.apns(data: notification.entry.payload)
         let expiration = String(max(0, notification.createdAt / 1_000).saturatingAdding(storage))
         do {
-            return .ready(device: device, body: body, expiration: expiration, jwt: try token.current(now: now / 1_000))
+            return .success(Prepared(device: device, body: body, expiration: expiration, jwt: try token.current(now: now / 1_000)))
         } catch {
-            return .done(.pause(reason: error.description))
+            return .failure(Stop(.pause(reason: error.description)))
         }
     }
 
-    func request(device: String, body: [UInt8], expiration: String, jwt: String) -> OutgoingRequest {
+    func request(_ prepared: Prepared) -> OutgoingRequest {
         OutgoingRequest(
-            url: baseURL + device,
+            url: baseURL + prepared.device,
             headers: [
-                ("authorization", "bearer " + jwt), ("apns-push-type", "background"), ("apns-priority", "5"), ("apns-topic", topic),
-                ("apns-expiration", expiration), ("content-type", "application/json"),
+                ("authorization", "bearer " + prepared.jwt), ("apns-push-type", "background"), ("apns-priority", "5"), ("apns-topic", topic),
+                ("apns-expiration", prepared.expiration), ("content-type", "application/json"),
             ],
-            body: body)
+            body: prepared.body)
     }
 
-    /// After `ExpiredProviderToken` on `jwt`: the token to send with again, or the outcome.
-    func renewal(after jwt: String, reason: String) -> Result<String, Stop> {
+    /// An outcome that ends a send before or after its first answer.
+    struct Stop: Error {
+        var outcome: DeliveryOutcome
+        init(_ outcome: DeliveryOutcome) { self.outcome = outcome }
+    }
+
+    /// The first answer's outcome (the failure), or, after `ExpiredProviderToken`, the send
+    /// renewed to go again at once. A token younger than 20 minutes is not renewed: APNs would
+    /// refuse the renewal as too frequent.
+    func afterFirstAnswer(_ answer: ProviderAnswer, _ prepared: Prepared) -> Result<Prepared, Stop> {
+        let outcome = AnswerClassifier.apns(answer, now: context.clock.now)
+        guard case .refreshCredentials(let reason) = outcome else { return .failure(Stop(outcome)) }
         let renewed: String?
         do {
-            renewed = try token.renew(after: jwt, now: context.clock.now / 1_000)
+            renewed = try token.renew(after: prepared.jwt, now: context.clock.now / 1_000)
         } catch {
             return .failure(Stop(.pause(reason: error.description)))
         }
         guard let renewed else {
-            // Younger than 20 minutes: renewing would be refused as too frequent. A clock out of
-            // step is the likely cause; the application's APNs sends wait.
+            // A clock out of step is the likely cause; the application's APNs sends wait.
             return .failure(
                 Stop(
                     .retry(
                         reason: reason + " (the provider token is younger than 20 minutes, so it is not renewed yet: check this machine's clock)",
                         retryAfter: nil, slowDown: true)))
         }
-        return .success(renewed)
+        var again = prepared
+        again.jwt = renewed
+        return .success(again)
     }
 
-    /// An outcome that ends a send (as the failure of ``renewal(after:reason:)``).
-    struct Stop: Error {
-        var outcome: DeliveryOutcome
-        init(_ outcome: DeliveryOutcome) { self.outcome = outcome }
+    /// The send again with a renewed token: a second refusal of the token pauses.
+    func resend(_ prepared: Prepared) async -> DeliveryOutcome {
+        let answer: ProviderAnswer
+        do {
+            answer = try await context.send(request(prepared), provider: provider)
+        } catch {
+            return .unanswered(error)
+        }
+        let outcome = AnswerClassifier.apns(answer, now: context.clock.now)
+        guard case .refreshCredentials(let reason) = outcome else { return outcome }
+        return .pause(reason: "APNs refused a renewed provider token: \(reason)")
     }
 
     public func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome {
-        let device: String
-        let body: [UInt8]
-        let expiration: String
-        var jwt: String
+        let prepared: Prepared
         switch prepare(notification, now: now) {
-        case .done(let outcome): return outcome
-        case .ready(let preparedDevice, let preparedBody, let preparedExpiration, let preparedJWT):
-            (device, body, expiration, jwt) = (preparedDevice, preparedBody, preparedExpiration, preparedJWT)
+        case .failure(let stop): return stop.outcome
+        case .success(let ready): prepared = ready
         }
-        for attempt in 0..<2 {
-            let answer: ProviderAnswer
-            do {
-                answer = try await context.send(request(device: device, body: body, expiration: expiration, jwt: jwt), provider: provider)
-            } catch {
-                return .retry(reason: error.description, retryAfter: nil, slowDown: false)
-            }
-            let outcome = AnswerClassifier.apns(answer, now: context.clock.now)
-            guard case .refreshCredentials(let reason) = outcome else { return outcome }
-            if attempt == 1 { return .pause(reason: "APNs refused a renewed provider token: \(reason)") }
-            switch renewal(after: jwt, reason: reason) {
-            case .success(let renewed): jwt = renewed
-            case .failure(let stop): return stop.outcome
-            }
+        let answer: ProviderAnswer
+        do {
+            answer = try await context.send(request(prepared), provider: provider)
+        } catch {
+            return .unanswered(error)
         }
-        return .pause(reason: "unreachable")
+        switch afterFirstAnswer(answer, prepared) {
+        case .failure(let stop): return stop.outcome
+        case .success(let renewed): return await resend(renewed)
+        }
     }
 
     /// The first attempt with callbacks alone (see ``NotificationSender/start(_:now:completion:)``);
-    /// a renewed token's attempt, and losses in transit, go on in a task.
+    /// the attempt with a renewed token, and losses in transit, go on in a task.
     public func start(_ notification: StoredNotification, now: Int64, completion: @escaping @Sendable (DeliveryOutcome) -> Void) -> Bool {
-        guard case .ready(let device, let body, let expiration, let jwt) = prepare(notification, now: now) else { return false }
+        guard case .success(let prepared) = prepare(notification, now: now) else { return false }
         let sender = self
-        return context.start(request(device: device, body: body, expiration: expiration, jwt: jwt), provider: provider) { result in
-            let answer: ProviderAnswer
+        return context.start(request(prepared), provider: provider) { result in
             switch result {
             case .failure(let error):
-                completion(.retry(reason: error.description, retryAfter: nil, slowDown: false))
-                return
-            case .success(let received):
-                answer = received
-            }
-            let outcome = AnswerClassifier.apns(answer, now: sender.context.clock.now)
-            guard case .refreshCredentials(let reason) = outcome else {
-                completion(outcome)
-                return
-            }
-            switch sender.renewal(after: jwt, reason: reason) {
-            case .failure(let stop):
-                completion(stop.outcome)
-            case .success(let renewed):
-                Task {
-                    let answer: ProviderAnswer
-                    do throws(TransportError) {
-                        answer = try await sender.context.send(
-                            sender.request(device: device, body: body, expiration: expiration, jwt: renewed), provider: sender.provider)
-                    } catch {
-                        completion(.retry(reason: error.description, retryAfter: nil, slowDown: false))
-                        return
-                    }
-                    let outcome = AnswerClassifier.apns(answer, now: sender.context.clock.now)
-                    if case .refreshCredentials(let reason) = outcome {
-                        completion(.pause(reason: "APNs refused a renewed provider token: \(reason)"))
-                    } else {
-                        completion(outcome)
-                    }
+                completion(.unanswered(error))
+            case .success(let answer):
+                switch sender.afterFirstAnswer(answer, prepared) {
+                case .failure(let stop): completion(stop.outcome)
+                case .success(let renewed): Task { completion(await sender.resend(renewed)) }
                 }
             }
         }

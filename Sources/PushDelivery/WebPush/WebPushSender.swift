@@ -71,7 +71,7 @@ public struct WebPushSender: NotificationSender {
             let answer = try await context.send(OutgoingRequest(url: endpoint, headers: fields, body: body), provider: provider)
             return AnswerClassifier.webPush(answer, now: context.clock.now)
         } catch {
-            return .retry(reason: error.description, retryAfter: nil, slowDown: false)
+            return .unanswered(error)
         }
     }
 
