@@ -16,6 +16,7 @@ let package = Package(
         .library(name: "PushService", targets: ["PushService"]),
         .library(name: "PushEngine", targets: ["PushEngine"]),
         .library(name: "PushIngest", targets: ["PushIngest"]),
+        .library(name: "PushHTTP", targets: ["PushHTTP"]),
         .library(name: "PushDelivery", targets: ["PushDelivery"]),
         // For apps: subscribe and read notifications (Linux and Apple platforms).
         .library(name: "PushDispatchClient", targets: ["PushDispatchClient"]),
@@ -86,21 +87,33 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The HTTP client of delivery: HTTP/2 on swift-nio-http2 (the connection pool and each
+        // connection's streams as state machines), the HTTP/1.1 fall-back on
+        // async-http-client, request targets, the public-address policy.
+        .target(
+            name: "PushHTTP",
+            dependencies: [
+                "PushCore",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "NIOTLS", package: "swift-nio"),
+            ]
+        ),
         // Delivery: provider answers, messages, access tokens, senders and the dispatcher.
         .target(
             name: "PushDelivery",
             dependencies: [
                 "PushCore",
                 "PushJOSE",
-                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "PushHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -130,6 +143,7 @@ let package = Package(
                 "PushEngine",
                 "PushIngest",
                 "PushDelivery",
+                "PushHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -140,9 +154,10 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
             ]
         ),
-        // What tests (and the demo) use: a manual clock; the fake providers join it.
+        // The fake providers (Google OAuth, FCM, HMS, APNs, Web Push, webhooks) replaying the
+        // recorded answers of `fixtures/`: what the demo runs against, and the tests.
         .target(
-            name: "PushTestSupport",
+            name: "PushFakes",
             dependencies: [
                 "PushCore",
                 "PushJOSE",
@@ -159,6 +174,13 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // What only tests (and the benchmarks) use: a manual clock, the seeded mutator, a
+        // throwaway PostgreSQL, nginx and nghttpd, child processes that die with the tests,
+        // Python references installed on demand. Never linked by the product.
+        .target(
+            name: "PushTestSupport",
+            dependencies: ["PushCore", "PushFakes"]
+        ),
         // The demo: the service with the fake providers (`pushdispatch demo`).
         .target(
             name: "PushDemo",
@@ -167,7 +189,7 @@ let package = Package(
                 .product(name: "Crypto", package: "swift-crypto"),
                 "PushJOSE",
                 "PushService",
-                "PushTestSupport",
+                "PushFakes",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -197,8 +219,10 @@ let package = Package(
                 "PushEngine",
                 "PushIngest",
                 "PushDelivery",
+                "PushHTTP",
                 "PushService",
-                // The recording fake provider of the latency benchmark.
+                // The recording fake provider of the latency benchmark, nginx, child processes.
+                "PushFakes",
                 "PushTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -225,40 +249,47 @@ let package = Package(
         .testTarget(
             name: "PushDispatchClientTests",
             dependencies: [
-                "PushDispatchClient", "PushCore", "PushJOSE", "PushDelivery", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                "PushDispatchClient", "PushCore", "PushJOSE", "PushDelivery", "PushTestSupport", "PushFakes", .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushTestSupport"]),
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushTestSupport", "PushFakes"]),
         .testTarget(
             name: "PushJOSETests",
             dependencies: [
-                "PushJOSE", "PushTestSupport", .product(name: "Crypto", package: "swift-crypto"),
+                "PushJOSE", "PushTestSupport", "PushFakes", .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .testTarget(
             name: "PushAPITests",
             dependencies: [
-                "PushAPI", "PushStore", "PushJOSE", "PushTestSupport", .product(name: "HummingbirdTesting", package: "hummingbird"),
+                "PushAPI", "PushStore", "PushJOSE", "PushTestSupport", "PushFakes", .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "PushDeliveryTests",
             dependencies: [
-                "PushDelivery", "PushTestSupport", "PushStore", "PushJOSE", .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                "PushDelivery", "PushHTTP", "PushTestSupport", "PushFakes", "PushStore", "PushJOSE", .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         .testTarget(
-            name: "PushStoreTests",
-            dependencies: ["PushStore", "PushJOSE", "PushTestSupport", .product(name: "Logging", package: "swift-log")]
+            name: "PushHTTPTests",
+            dependencies: [
+                "PushHTTP", "PushTestSupport", "PushFakes", .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"), .product(name: "NIOHPACK", package: "swift-nio-http2"),
+            ]
         ),
-        .testTarget(name: "PushIngestTests", dependencies: ["PushIngest", "PushTestSupport", .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(
+            name: "PushStoreTests",
+            dependencies: ["PushStore", "PushJOSE", "PushTestSupport", "PushFakes", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(name: "PushIngestTests", dependencies: ["PushIngest", "PushTestSupport", "PushFakes", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "PushEngineTests",
-            dependencies: ["PushEngine", "PushStore", "PushJOSE", "PushTestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["PushEngine", "PushStore", "PushJOSE", "PushTestSupport", "PushFakes", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "PushServiceTests",
@@ -268,7 +299,7 @@ let package = Package(
                 "PushStore",
                 "PushIngest",
                 "PushJOSE",
-                "PushTestSupport",
+                "PushTestSupport", "PushFakes",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -278,7 +309,7 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "PushCore", "PushJOSE", "PushStore", "PushTestSupport", "PushDispatchClient", .product(name: "Crypto", package: "swift-crypto"),
+                "PushCore", "PushJOSE", "PushStore", "PushTestSupport", "PushFakes", "PushDispatchClient", .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ],

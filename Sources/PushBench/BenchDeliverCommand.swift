@@ -5,9 +5,11 @@ import Logging
 import CryptoExtras
 import PushCore
 import PushDelivery
+import PushHTTP
 import PushJOSE
 import PushService
 import PushStore
+import PushFakes
 import PushTestSupport
 import Synchronization
 
@@ -94,7 +96,7 @@ struct BenchDeliver: AsyncParsableCommand {
 
         let key = try Self.serviceAccount(tokenURI: base + "/token")
         let context = SenderContext(transport: transport, timeout: .seconds(10), clock: SystemClock())
-        let rate = try await deliverFromSQLite(sender: FCMSender(key: key, endpoint: base, context: context), kind: .mobile, transport: transport)
+        let rate = try await deliverFromSQLite(sender: FCMSender(key: key, endpoint: base, context: context), kind: .fcm, transport: transport)
 
         var limit: Double?
         if tls, let ca { limit = try Self.h2load(url: base, messages: messages, caFile: ca) }
@@ -117,9 +119,9 @@ struct BenchDeliver: AsyncParsableCommand {
     }
 
     func makeTransport(caFile: String?) throws -> any HTTPTransport {
-        let fallback = try AsyncHTTPTransport(clients: clients, caFile: caFile)
+        let fallback = try HTTP1Transport(clients: clients, caFile: caFile)
         if !tls || asyncHTTPClient { return fallback }
-        return try HTTP2Transport(configuration: .init(connectionsPerOrigin: connections, caFile: caFile), fallback: fallback)
+        return try HTTP2Transport(configuration: .init(connectionsPerOrigin: connections, caFile: caFile), fallback: fallback, ownsFallback: true)
     }
 
     /// User and system CPU time of this process so far, in microseconds (every thread).
@@ -148,7 +150,7 @@ struct BenchDeliver: AsyncParsableCommand {
             } else {
                 sender = FCMSender(key: try Self.serviceAccount(tokenURI: base + "/token"), endpoint: base, context: context)
             }
-            rates[provider] = try await deliverFromSQLite(sender: sender, kind: provider == "apns" ? .apns : .mobile, transport: transport)
+            rates[provider] = try await deliverFromSQLite(sender: sender, kind: provider == "apns" ? .apns : .fcm, transport: transport)
         }
         let limit = try Self.h2load(url: base, messages: messages, caFile: ca)
         if let fcm = rates["fcm"], let apns = rates["apns"] {
@@ -194,7 +196,7 @@ struct BenchDeliver: AsyncParsableCommand {
         _ = try? await task.value
         try await transport.shutdown()
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
-        let delivered = dispatcher.counters.deliveries(provider: inner.provider, outcome: "delivered")
+        let delivered = dispatcher.counters.deliveries(provider: inner.provider.label, outcome: "delivered")
         let sorted = answers.values.map { $0.answered - $0.committed }.sorted()
         func percentile(_ p: Double) -> Int64 { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(Double(sorted.count) * p))] }
         let rate = Double(delivered) / seconds
@@ -202,7 +204,7 @@ struct BenchDeliver: AsyncParsableCommand {
         print(
             String(
                 format: "pushdispatch → %@: %d/%d delivered in %.2f s = %.0f deliveries/s (%@, %d at once); %.1f µs CPU per delivery (all threads); outbox commit → answer p50 %d ms, p99 %d ms",
-                inner.provider, delivered, messages, seconds, rate, how, concurrency, Double(cpu) / Double(max(1, delivered)), percentile(0.5),
+                inner.provider.label, delivered, messages, seconds, rate, how, concurrency, Double(cpu) / Double(max(1, delivered)), percentile(0.5),
                 percentile(0.99)))
         fflush(nil)
         return rate
@@ -278,7 +280,7 @@ struct BenchDeliver: AsyncParsableCommand {
         let created = now()
         let entries = (0..<messages).map { n in
             OutboxEntry(
-                app: "bench", subscriptionHandle: Int64(n + 1), subscriptionID: "s\(n)", kind: .mobile, target: "token-\(n)", destination: nil,
+                app: "bench", subscriptionHandle: Int64(n + 1), subscriptionID: "s\(n)", kind: .fcm, target: "token-\(n)", destination: nil,
                 notification: .childEvent, payload: payload, recordSeq: 1)
         }
         try await store.fillOutbox(entries, now: created)
@@ -350,7 +352,7 @@ final class AnswerLog: Sendable {
 struct LoggingSender: NotificationSender {
     let inner: any NotificationSender
     let log: AnswerLog
-    var provider: String { inner.provider }
+    var provider: Provider { inner.provider }
 
     func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome {
         let outcome = await inner.send(notification, now: now)

@@ -82,7 +82,7 @@ enum IngestBenchmark {
     static func subscriptions(_ count: Int, v2: Bool) throws -> [Subscription] {
         try (0..<count).map { index in
             let tuple = SubscriptionTuple(
-                app: "bench", uid: "user\(index)", kind: .mobile, destination: nil, path: try Path("/users/user\(index)/inbox"),
+                app: "bench", uid: "user\(index)", kind: .fcm, destination: nil, path: try Path("/users/user\(index)/inbox"),
                 context: "fcm-token-\(index)-" + String(repeating: "x", count: 120))
             return Subscription(
                 id: SubscriptionID.derive(tuple), tuple: tuple, mode: .value, format: v2 ? .v2 : .v1, encryption: nil, createdAt: 1,

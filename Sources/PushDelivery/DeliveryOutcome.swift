@@ -1,3 +1,5 @@
+import PushHTTP
+
 /// What a provider's answer means for the notification and its subscription (SPEC §8). Senders
 /// return it; the dispatcher acts on it and never reads a status code.
 public enum DeliveryOutcome: Sendable, Equatable {

@@ -63,18 +63,40 @@ public struct DispatchStateMachine: Sendable {
     /// sender for it).
     public struct Claimed: Sendable, Equatable {
         public var notification: StoredNotification
-        public var provider: String?
+        public var provider: Provider?
+        /// Its sender, found once when it was claimed and carried to the send (the machine
+        /// never calls it).
+        public var sender: (any NotificationSender)?
 
-        public init(_ notification: StoredNotification, provider: String?) {
+        public init(_ notification: StoredNotification, provider: Provider?) {
             self.notification = notification
             self.provider = provider
+        }
+
+        /// `sender`: the notification's sender, `nil` when none is configured.
+        public init(_ notification: StoredNotification, sender: (any NotificationSender)?) {
+            self.notification = notification
+            self.provider = sender?.provider
+            self.sender = sender
+        }
+
+        /// Equal notifications through the same provider (senders are not compared).
+        public static func == (lhs: Claimed, rhs: Claimed) -> Bool {
+            lhs.notification == rhs.notification && lhs.provider == rhs.provider
         }
     }
 
     /// A notification to send now, through the sender of `provider`.
     public struct Send: Sendable, Equatable {
         public var notification: StoredNotification
-        public var provider: String
+        public var provider: Provider
+        /// The sender found at the claim.
+        public var sender: (any NotificationSender)?
+
+        /// Equal notifications through the same provider (senders are not compared).
+        public static func == (lhs: Send, rhs: Send) -> Bool {
+            lhs.notification == rhs.notification && lhs.provider == rhs.provider
+        }
     }
 
     /// After a claim: look again at once, or sleep until a time (`nil`: until woken).
@@ -102,7 +124,8 @@ public struct DispatchStateMachine: Sendable {
         }
 
         public var settlement: Settlement
-        public var provider: String
+        /// `nil`: no sender is configured for the notification's kind.
+        public var provider: Provider?
         public var notification: StoredNotification
         public var note: Note
         /// The reason the sender gave (logs).
@@ -130,13 +153,13 @@ public struct DispatchStateMachine: Sendable {
     struct Completed: Sendable {
         var notification: StoredNotification
         var outcome: DeliveryOutcome
-        var provider: String
+        var provider: Provider?
     }
 
     public let configuration: Configuration
     /// Claimed and not settled (waiting for a slot, being sent, or answered and not settled).
     public private(set) var inFlight = 0
-    var byProvider: [String: Int] = [:]
+    var byProvider: [Provider: Int] = [:]
     var byApp: [String: Int] = [:]
     /// Claimed, waiting for a provider or application slot.
     var waiting: [Send] = []
@@ -181,11 +204,11 @@ public struct DispatchStateMachine: Sendable {
         inFlight += claimed.count
         for item in claimed {
             if let provider = item.provider {
-                waiting.append(Send(notification: item.notification, provider: provider))
+                waiting.append(Send(notification: item.notification, provider: provider, sender: item.sender))
             } else {
                 let entry = item.notification.entry
                 let reason = "no \(entry.kind.rawValue) provider is configured for \(entry.app)"
-                completed.append(Completed(notification: item.notification, outcome: .retry(reason: reason, retryAfter: nil, slowDown: false), provider: "none"))
+                completed.append(Completed(notification: item.notification, outcome: .retry(reason: reason, retryAfter: nil, slowDown: false), provider: nil))
             }
         }
         return startable()
@@ -215,7 +238,7 @@ public struct DispatchStateMachine: Sendable {
         var ready: [Send] = []
         var byProvider = self.byProvider
         var byApp = self.byApp
-        var fullProviders: [String] = []
+        var fullProviders: [Provider] = []
         let perProvider = configuration.perProvider
         let perApp = configuration.perApp
         waiting.removeAll { send in

@@ -213,7 +213,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             } else if let pending {
                 await store(pending)
             }
-            let items = claimed.map { DispatchStateMachine.Claimed($0, provider: senders.sender(for: $0.entry)?.provider) }
+            // Each notification's sender is found once, here, and travels with its send.
+            let items = claimed.map { DispatchStateMachine.Claimed($0, sender: senders.sender(for: $0.entry)) }
             let (sends, next) = state.withLock { state in
                 (state.machine.claimed(items), state.machine.next(now: now, claimed: claimed.count, limit: limit, nextDue: nextDue))
             }
@@ -228,7 +229,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     /// it completes, which is what a stop waits for.
     func start(_ sends: [DispatchStateMachine.Send], group: inout DiscardingTaskGroup) {
         for send in sends {
-            guard let sender = senders.sender(for: send.notification.entry) else {
+            guard let sender = send.sender else {
                 complete(send, .retry(reason: "the sender is gone", retryAfter: nil, slowDown: false))
                 continue
             }
@@ -320,7 +321,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             // with it: count them too.
             for decision in pending.decisions {
                 if case .discard(let id, _) = decision.settlement, let count = result.discardedWith[id], count > 1 {
-                    counters.count(provider: decision.provider, outcome: "discarded", times: count - 1)
+                    counters.count(provider: decision.provider.label, outcome: "discarded", times: count - 1)
                 }
             }
         }
@@ -378,7 +379,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             do {
                 let count = try await store.discardWaiting(for: sender, createdBefore: cutoff, now: now)
                 guard count > 0 else { continue }
-                counters.count(provider: Self.provider(of: sender.kind), outcome: "discarded", times: count)
+                counters.count(provider: Provider(sender.kind).label, outcome: "discarded", times: count)
                 logger.warning(
                     "paused sender: notifications older than the retry window discarded",
                     metadata: ["sender": "\(sender)", "count": "\(count)", "window": "\(configuration.machine.retry.window / 1_000)s"])
@@ -389,21 +390,11 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         }
     }
 
-    /// The `provider` label of a kind's sends.
-    static func provider(of kind: SubscriptionKind) -> String {
-        switch kind {
-        case .mobile: "fcm"
-        case .huawei: "hms"
-        case .webhook: "webhook"
-        case .apns: "apns"
-        case .webpush: "webpush"
-        }
-    }
 
     /// Counts and logs one decision.
     func record(_ decision: DispatchStateMachine.Decision, now: Int64) {
         let entry = decision.notification.entry
-        let provider = decision.provider
+        let provider = decision.provider.label
         // Built only for a message that is logged (the metadata argument is an autoclosure):
         // most decisions are deliveries, logged at debug level.
         func metadata() -> Logger.Metadata {

@@ -1,9 +1,10 @@
 import PushCore
+import PushHTTP
 import PushJOSE
 
 /// FCM HTTP v1 for one application (SPEC §8).
 public struct FCMSender: NotificationSender {
-    public let provider = "fcm"
+    public let provider = Provider.fcm
     let url: String
     let context: SenderContext
     public let tokens: AccessTokenCache

@@ -1,8 +1,9 @@
 import PushCore
+import PushHTTP
 
 /// HMS Push Kit for one application (SPEC §8).
 public struct HMSSender: NotificationSender {
-    public let provider = "hms"
+    public let provider = Provider.hms
     let url: String
     let context: SenderContext
     public let tokens: AccessTokenCache

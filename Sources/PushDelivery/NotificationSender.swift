@@ -3,8 +3,8 @@ import PushCore
 /// Delivers one notification to one provider and says what the answer means. Never throws:
 /// every failure is an outcome.
 public protocol NotificationSender: Sendable {
-    /// The `provider` label of the metrics: `fcm`, `hms`, `webhook`.
-    var provider: String { get }
+    /// Who it delivers through (the per-provider limits, the metrics' label).
+    var provider: Provider { get }
     func send(_ notification: StoredNotification, now: Int64) async -> DeliveryOutcome
     /// Starts the send without a task when it can (a valid access token at hand, a transport
     /// that takes callbacks): `completion` gets the outcome, on any thread, and the call

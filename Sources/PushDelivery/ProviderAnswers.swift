@@ -1,18 +1,5 @@
 import PushCore
-
-/// A provider's HTTP answer, as the classifiers read it.
-public struct ProviderAnswer: Sendable {
-    public var status: Int
-    /// The `Retry-After` header, if any.
-    public var retryAfter: String?
-    public var body: [UInt8]
-
-    public init(status: Int, retryAfter: String? = nil, body: [UInt8]) {
-        self.status = status
-        self.retryAfter = retryAfter
-        self.body = body
-    }
-}
+import PushHTTP
 
 /// The classification of provider answers (SPEC §8 table; `reference/provider-apis.md` §2, §4,
 /// §7). Pure functions of the answer: table-driven tests cover every row.

@@ -1,4 +1,5 @@
 import PushCore
+import PushHTTP
 
 /// What senders share: the transport, the request deadline, the clock.
 public struct SenderContext: Sendable {
@@ -29,7 +30,7 @@ public struct SenderContext: Sendable {
     /// any retry), and one the server never processed up to ``unprocessedResends`` times more.
     /// `firstLoss`: the request was sent once already (``start(_:provider:completion:)``) and
     /// lost so; it counts against the budget.
-    func send(_ request: OutgoingRequest, provider: String, firstLoss: TransportError? = nil) async throws(TransportError) -> ProviderAnswer {
+    func send(_ request: OutgoingRequest, provider: Provider, firstLoss: TransportError? = nil) async throws(TransportError) -> ProviderAnswer {
         var resends = 0
         var unprocessedResends = 0
         var loss = firstLoss
@@ -43,7 +44,7 @@ public struct SenderContext: Sendable {
                 } else {
                     throw error
                 }
-                counters?.resent(provider: provider)
+                counters?.resent(provider: provider.label)
             }
             do {
                 return try await transport.send(request, timeout: timeout)
@@ -56,7 +57,7 @@ public struct SenderContext: Sendable {
     /// Starts `request` without a task when the transport can (see
     /// ``HTTPTransport/start(_:timeout:completion:)``); a loss in transit goes on in a task
     /// through ``send(_:provider:firstLoss:)``, so the resends are the same.
-    func start(_ request: OutgoingRequest, provider: String, completion: @escaping @Sendable (Result<ProviderAnswer, TransportError>) -> Void) -> Bool {
+    func start(_ request: OutgoingRequest, provider: Provider, completion: @escaping @Sendable (Result<ProviderAnswer, TransportError>) -> Void) -> Bool {
         transport.start(request, timeout: timeout) { result in
             guard case .failure(let error) = result, error.lostInTransit else {
                 completion(result)

@@ -1,10 +1,11 @@
 import PushCore
+import PushHTTP
 
 /// Sends with a bearer token from `tokens`; when the provider refuses the token, refreshes it
 /// (one refresh shared by all concurrent sends) and resends once. A second refusal is a
 /// credentials fault: the application is paused.
 func sendWithToken(
-    provider: String, tokens: AccessTokenCache, context: SenderContext, request: (String) -> OutgoingRequest,
+    provider: Provider, tokens: AccessTokenCache, context: SenderContext, request: (String) -> OutgoingRequest,
     classify: (ProviderAnswer, Int64) -> DeliveryOutcome, firstAttempt: Int = 0
 ) async -> DeliveryOutcome {
     for attempt in firstAttempt..<2 {
@@ -36,7 +37,7 @@ func sendWithToken(
 /// started. A refused token goes on in a task (the refresh, the second attempt), as
 /// ``sendWithToken(provider:tokens:context:request:classify:firstAttempt:)`` does it.
 func startWithToken(
-    provider: String, tokens: AccessTokenCache, context: SenderContext, request: @escaping @Sendable (String) -> OutgoingRequest,
+    provider: Provider, tokens: AccessTokenCache, context: SenderContext, request: @escaping @Sendable (String) -> OutgoingRequest,
     classify: @escaping @Sendable (ProviderAnswer, Int64) -> DeliveryOutcome, completion: @escaping @Sendable (DeliveryOutcome) -> Void
 ) -> Bool {
     guard let token = tokens.cachedToken() else { return false }

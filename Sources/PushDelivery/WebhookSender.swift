@@ -1,9 +1,10 @@
 import PushCore
+import PushHTTP
 import PushJOSE
 
 /// A webhook (SPEC §8): the §8 body, signed per Standard Webhooks.
 public struct WebhookSender: NotificationSender {
-    public let provider = "webhook"
+    public let provider = Provider.webhook
     let url: String
     let secret: WebhookSecret
     let context: SenderContext

@@ -6,7 +6,7 @@ import NIOHTTP1
 import PushCore
 import PushJOSE
 import PushService
-import PushTestSupport
+import PushFakes
 import Synchronization
 
 extension Demo {

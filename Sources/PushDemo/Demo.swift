@@ -7,7 +7,7 @@ import NIOHTTP1
 import PushCore
 import PushJOSE
 import PushService
-import PushTestSupport
+import PushFakes
 import Synchronization
 
 /// One sample subscription: its REST document, a short name, and why it is there.

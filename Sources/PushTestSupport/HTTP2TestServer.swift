@@ -1,4 +1,5 @@
 import Foundation
+import PushFakes
 
 #if canImport(Glibc)
 import Glibc
@@ -10,6 +11,8 @@ import Glibc
 /// server, echoing each request's body). The process dies with the test process.
 public final class HTTP2TestServer: Sendable {
     public let port: Int
+    /// Every port it listens on (nginx may listen on several: one origin each).
+    public let ports: [Int]
     let process: Process
     let folder: URL
 
@@ -27,14 +30,20 @@ public final class HTTP2TestServer: Sendable {
     public static let answer = #"{"name":"projects/p/messages/0:1500415314455276%31bd1c9631bd1c96"}"#
 
     /// nginx as a fake FCM (and APNs, `/3/device/`) over TLS: `http2` on (else HTTP/1.1 only, to test the fallback),
-    /// at most `requestsPerConnection` requests on a connection before it sends GOAWAY.
-    public static func nginx(http2: Bool = true, requestsPerConnection: Int = 1_000_000) throws -> HTTP2TestServer {
+    /// at most `requestsPerConnection` requests on a connection before it sends GOAWAY, on
+    /// `ports` ports (distinct origins to one server).
+    public static func nginx(http2: Bool = true, requestsPerConnection: Int = 1_000_000, ports count: Int = 1) throws -> HTTP2TestServer {
         guard FileManager.default.isExecutableFile(atPath: nginxPath) else {
             throw HTTP2TestServerError(description: "nginx is not installed (apt-get install -y nginx)")
         }
         let folder = try makeFolder("nginx")
         let tls = ProviderFixtures.root.appendingPathComponent("tls")
-        let port = try freePort()
+        var ports: [Int] = []
+        while ports.count < max(1, count) {
+            let port = try freePort()
+            if !ports.contains(port) { ports.append(port) }
+        }
+        let listen = ports.map { "listen 127.0.0.1:\($0) ssl\(http2 ? " http2" : "");" }.joined(separator: "\n                ")
         let configuration = """
             daemon off;
             master_process off;
@@ -49,7 +58,7 @@ public final class HTTP2TestServer: Sendable {
               http2_max_concurrent_streams 1000;
               keepalive_requests \(requestsPerConnection);
               server {
-                listen 127.0.0.1:\(port) ssl\(http2 ? " http2" : "");
+                \(listen)
                 ssl_certificate \(tls.appendingPathComponent("server.pem").path);
                 ssl_certificate_key \(tls.appendingPathComponent("server-key.pem").path);
                 ssl_protocols TLSv1.2 TLSv1.3;
@@ -62,7 +71,7 @@ public final class HTTP2TestServer: Sendable {
             """
         try Data(configuration.utf8).write(to: folder.appendingPathComponent("nginx.conf"))
         let process = TestProcesses.make(URL(fileURLWithPath: nginxPath), ["-p", folder.path, "-c", folder.appendingPathComponent("nginx.conf").path, "-e", folder.appendingPathComponent("error.log").path])
-        return try HTTP2TestServer(process: process, port: port, folder: folder, log: folder.appendingPathComponent("error.log"))
+        return try HTTP2TestServer(process: process, ports: ports, folder: folder, log: folder.appendingPathComponent("error.log"))
     }
 
     /// nghttpd with `--echo-upload`: each POST is answered 200 with its own body.
@@ -79,12 +88,13 @@ public final class HTTP2TestServer: Sendable {
                 "--echo-upload", "-d", folder.path, "--address=127.0.0.1", "--max-concurrent-streams=1000", String(port),
                 tls.appendingPathComponent("server-key.pem").path, tls.appendingPathComponent("server.pem").path,
             ])
-        return try HTTP2TestServer(process: process, port: port, folder: folder, log: nil)
+        return try HTTP2TestServer(process: process, ports: [port], folder: folder, log: nil)
     }
 
-    init(process: Process, port: Int, folder: URL, log: URL?) throws {
+    init(process: Process, ports: [Int], folder: URL, log: URL?) throws {
         self.process = process
-        self.port = port
+        self.port = ports[0]
+        self.ports = ports
         self.folder = folder
         let output = FileHandle(forWritingAtPath: "/dev/null")
         process.standardOutput = output
@@ -92,17 +102,33 @@ public final class HTTP2TestServer: Sendable {
         try TestProcesses.launch(process)
         // Listening: a TCP connect succeeds.
         let deadline = Date().addingTimeInterval(20)
-        while !Self.accepts(port) {
+        while !ports.allSatisfy(Self.accepts) {
             guard process.isRunning, Date() < deadline else {
                 let text = log.flatMap { try? String(contentsOf: $0, encoding: .utf8) } ?? ""
                 stop()
-                throw HTTP2TestServerError(description: "\(process.arguments?.dropFirst(3).first ?? "the server") did not start on port \(port): \(text.suffix(500))")
+                throw HTTP2TestServerError(description: "\(process.arguments?.dropFirst(3).first ?? "the server") did not start on ports \(ports): \(text.suffix(500))")
             }
             usleep(20_000)
         }
     }
 
     public var url: String { "https://127.0.0.1:\(port)" }
+
+    /// The TCP connections established to the server's ports now, as the kernel counts them
+    /// (`/proc/net/tcp`: the server's side of each).
+    public var establishedConnections: Int {
+        // Read to the end: procfs files say they are empty, so a read sized by `stat` gets nothing.
+        guard let file = FileHandle(forReadingAtPath: "/proc/net/tcp") else { return -1 }
+        defer { try? file.close() }
+        let table = String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
+        let listening = Set(ports)
+        return table.split(separator: "\n").dropFirst().reduce(0) { count, line in
+            let fields = line.split(separator: " ")
+            // local address (hex ip:port), remote address, state (01: ESTABLISHED)
+            guard fields.count > 3, fields[3] == "01", let local = fields[1].split(separator: ":").last, let port = Int(local, radix: 16) else { return count }
+            return listening.contains(port) ? count + 1 : count
+        }
+    }
 
     public func stop() {
         if process.isRunning { kill(process.processIdentifier, SIGKILL) }

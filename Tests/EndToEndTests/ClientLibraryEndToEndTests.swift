@@ -8,7 +8,7 @@ import Testing
 /// The app library (PushDispatchClient) against the real `pushdispatch run`, on loopback, with
 /// the fake providers: what a device subscribes, what the fake FCM or HMS received, read back by
 /// the library.
-@Suite("The app library against pushdispatch run", .serialized)
+@Suite("The app library against pushdispatch run", .processLevel, .serialized)
 struct ClientLibraryEndToEndTests {
     static func sharedKeys() throws -> [JWK] {
         let ring = try KeyRing(jwkSetText: Array(try Data(contentsOf: ClientLibraryHarness.keyset)))

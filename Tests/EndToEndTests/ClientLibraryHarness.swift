@@ -3,6 +3,7 @@ import Foundation
 import PushCore
 import PushDispatchClient
 import PushJOSE
+import PushFakes
 import PushTestSupport
 import Synchronization
 

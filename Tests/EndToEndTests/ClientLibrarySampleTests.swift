@@ -4,7 +4,7 @@ import PushTestSupport
 import Testing
 
 /// The sample app of the library (`pushdispatch-client-sample`), as the README runs it.
-@Suite("The library's sample app, as a process", .serialized)
+@Suite("The library's sample app, as a process", .processLevel, .serialized)
 struct ClientLibrarySampleTests {
     /// `pushdispatch-client-sample`, built next to `pushdispatch`.
     static var sample: URL { Executable.url.deletingLastPathComponent().appendingPathComponent("pushdispatch-client-sample") }

@@ -8,7 +8,7 @@ import Testing
 
 /// The library's subscription management against `pushdispatch run`: token refresh, cancel,
 /// unsubscribe, refresh, and the errors the service answers.
-@Suite("The app library manages subscriptions against pushdispatch run", .serialized)
+@Suite("The app library manages subscriptions against pushdispatch run", .processLevel, .serialized)
 struct ClientLibrarySubscriptionTests {
     @Test("updateDeviceTokenInAllSubscriptions moves every subscription of the old token, and only those; the next record goes to the new token")
     func tokenRefresh() async throws {

@@ -8,7 +8,7 @@ import Testing
 
 /// What the library believes: forged notifications refused as `pushdispatch decode` refuses
 /// them, the service's keys fetched again for a new `kid`, webhook requests verified.
-@Suite("The app library refuses forgeries and verifies webhooks against pushdispatch run", .serialized)
+@Suite("The app library refuses forgeries and verifies webhooks against pushdispatch run", .processLevel, .serialized)
 struct ClientLibraryTrustTests {
     /// What the reading of `data` threw.
     static func refusal(_ push: PushDispatch, _ data: [String: String]) async -> NotificationError? {

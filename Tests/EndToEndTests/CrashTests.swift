@@ -12,7 +12,7 @@ import Glibc
 /// Kill -9 at random points while `pushdispatch run` consumes a stream (SPEC §4 "Durability"):
 /// after each restart it goes on where it stopped, and in the end the outbox and the trees are
 /// those of a run that was never interrupted: nothing lost, nothing duplicated.
-@Suite("Crashes while ingesting", .serialized)
+@Suite("Crashes while ingesting", .processLevel, .serialized)
 struct CrashTests {
     static let keys = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("fixtures/jose/test-keyset.json").path
@@ -82,8 +82,8 @@ struct CrashTests {
         for app in ["toto", "other"] {
             for path in ["/", "/a", "/a/b", "/b", "/c/0", "/a/a/a", "/é"] {
                 for (mode, format, kind) in [
-                    (Mode.value, PayloadFormat.v1, SubscriptionKind.mobile), (.childEvent, .v1, .huawei), (.noData, .v2, .mobile),
-                    (.childEvent, .v2, .mobile), (.value, .v2, .webhook),
+                    (Mode.value, PayloadFormat.v1, SubscriptionKind.fcm), (.childEvent, .v1, .hms), (.noData, .v2, .fcm),
+                    (.childEvent, .v2, .fcm), (.value, .v2, .webhook),
                 ] where kind != .webhook || app == "toto" {
                     count += 1
                     let tuple = SubscriptionTuple(

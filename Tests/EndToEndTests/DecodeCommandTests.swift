@@ -1,7 +1,8 @@
 import Foundation
 import Testing
+import PushTestSupport
 
-@Suite("pushdispatch payload (v2) and decode, run as processes")
+@Suite("pushdispatch payload (v2) and decode, run as processes", .processLevel)
 struct DecodeCommandTests {
     static let fixtures = URL(fileURLWithPath: #filePath)
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

@@ -2,6 +2,7 @@ import Foundation
 import PushCore
 import PushJOSE
 import PushStore
+import PushFakes
 import PushTestSupport
 import Testing
 
@@ -12,7 +13,7 @@ import Glibc
 /// `pushdispatch run` delivering to the fake providers is killed with SIGKILL in the middle
 /// of a burst of sends; after a restart everything is delivered, and the only duplicates are
 /// sends that were in flight when it died.
-@Suite("Delivery across a crash", .serialized)
+@Suite("Delivery across a crash", .processLevel, .serialized)
 struct DeliveryCrashTests {
     static let subscriptions = 300
 
@@ -37,7 +38,7 @@ struct DeliveryCrashTests {
         for index in 0..<Self.subscriptions {
             // Slow answers keep sends in flight for the kill to land among them.
             fakes.script("t\(index)", [.slow(.milliseconds(20), then: .normal)])
-            let tuple = SubscriptionTuple(app: "toto", uid: "u\(index)", kind: .mobile, destination: nil, path: try Path("/users/u\(index)"), context: "t\(index)")
+            let tuple = SubscriptionTuple(app: "toto", uid: "u\(index)", kind: .fcm, destination: nil, path: try Path("/users/u\(index)"), context: "t\(index)")
             _ = try await store.save(
                 Subscription(id: SubscriptionID.derive(tuple), tuple: tuple, mode: .value, format: .v1, encryption: nil, createdAt: 1, expiresAt: 4_000_000_000),
                 allowUpdate: false)

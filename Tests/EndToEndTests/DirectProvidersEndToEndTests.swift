@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import PushCore
 import PushJOSE
+import PushFakes
 import PushTestSupport
 import Testing
 
@@ -9,7 +10,7 @@ import Testing
 /// fakes: subscriptions over REST (and the refusals that keep a subscriber's URL from being
 /// turned against the service), records through the socket, what the fake APNs and the fake
 /// push service received decoded, and every row of both answer tables through the process.
-@Suite("APNs and Web Push end to end, as a process", .serialized)
+@Suite("APNs and Web Push end to end, as a process", .processLevel, .serialized)
 struct DirectProvidersEndToEndTests {
     static let keyset = ProviderFixtures.root.appendingPathComponent("jose/test-keyset.json")
 

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushFakes
 import PushTestSupport
 import Testing
 
@@ -11,9 +12,9 @@ import Glibc
 /// own (a 64 MiB tmpfs; the tests run as root, as CI does) holds the database and the
 /// dead-letter file, and a filler takes all of it but 1 MiB. Ingestion must stop accepting
 /// (socket clients get `ok:false` or wait), corrupt nothing, and go on by itself once the filler
-/// is gone, every record applied once. Set `TEST_PUSHDISPATCH_NO_MOUNT=1` where mounting is not
-/// permitted: the test is then skipped.
-@Suite("The SQLite store on a full disk, as a process", .serialized, .enabled(if: ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_NO_MOUNT"] != "1"))
+/// is gone, every record applied once. Skipped with its reason unless run as root or required
+/// by CI (`TEST_PUSHDISPATCH_REQUIRE_ROOT=1`).
+@Suite("The SQLite store on a full disk, as a process", .serialized, .processLevel, .enabled(if: TestEnvironment.mountsFilesystems, TestEnvironment.mountsFilesystemsReason))
 struct DiskFullTests {
     static func run(_ command: String, _ arguments: [String]) throws -> (status: Int32, output: String) {
         let process = TestProcesses.make(URL(fileURLWithPath: command), arguments)
@@ -38,7 +39,7 @@ struct DiskFullTests {
         let disk = folder.appendingPathComponent("disk")
         try FileManager.default.createDirectory(at: disk, withIntermediateDirectories: true)
         let mounted = try Self.run("/usr/bin/mount", ["-t", "tmpfs", "-o", "size=64m,mode=0700", "tmpfs", disk.path])
-        try #require(mounted.status == 0, "cannot mount a tmpfs (set TEST_PUSHDISPATCH_NO_MOUNT=1 where that is not permitted): \(mounted.output)")
+        try #require(mounted.status == 0, "cannot mount a tmpfs (needs root with CAP_SYS_ADMIN; unset TEST_PUSHDISPATCH_REQUIRE_ROOT where that is not permitted): \(mounted.output)")
         defer { _ = try? Self.run("/usr/bin/umount", ["-l", disk.path]) }
         let config = folder.appendingPathComponent("pushdispatch.yaml").path
         try Data(

@@ -1,4 +1,5 @@
 import Foundation
+import PushFakes
 import PushTestSupport
 import Synchronization
 

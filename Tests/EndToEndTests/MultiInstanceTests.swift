@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import PushJOSE
+import PushFakes
 import PushTestSupport
 import Testing
 
@@ -12,7 +13,7 @@ import Glibc
 /// API on each, records fed to two of them, one killed with SIGKILL in the middle of the
 /// stream; its applications are taken over within 10 s and every notification is delivered,
 /// in order per subscription, duplicated only when it was in flight at the kill.
-@Suite("Several instances on PostgreSQL, as processes", .serialized, .enabled(if: PostgresTestServer.enabled))
+@Suite("Several instances on PostgreSQL, as processes", .processLevel, .serialized, .enabled(if: PostgresTestServer.enabled))
 struct MultiInstanceTests {
     /// Each application its own secret (one key for two would let a token act on both).
     static func secret(_ app: String) -> String { "multi-instance-secret-of-32-bytes-for-\(app)" }

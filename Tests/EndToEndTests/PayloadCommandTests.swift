@@ -1,7 +1,8 @@
 import Foundation
 import Testing
+import PushTestSupport
 
-@Suite("pushdispatch payload, run as a process")
+@Suite("pushdispatch payload, run as a process", .processLevel)
 struct PayloadCommandTests {
     @Test("one payload per request line, in order; exit status 0")
     func goodLines() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushFakes
 import PushTestSupport
 import Testing
 
@@ -15,7 +16,7 @@ import Glibc
 /// client sends again what was not answered (as a real client does, after a 2 s silence);
 /// `seq` de-duplication refuses the lines the service had committed. Duplicates at the provider
 /// are only sends answered while the store was away (their settlement could not be written).
-@Suite("Faults: PostgreSQL restarted under a steady stream", .serialized, .enabled(if: PostgresTestServer.enabled))
+@Suite("Faults: PostgreSQL restarted under a steady stream", .processLevel, .serialized, .enabled(if: PostgresTestServer.enabled))
 struct PostgresRestartTests {
     static let users = 6
 

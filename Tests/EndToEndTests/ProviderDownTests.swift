@@ -1,12 +1,13 @@
 import Foundation
 import PushCore
+import PushFakes
 import PushTestSupport
 import Testing
 
 /// A provider down for longer than the retry window (issue 22, the machine's faults): the
 /// service discards what is past the window and counts it, keeps the subscriptions, keeps
 /// its outbox and its memory bounded, and delivers again once the provider is back.
-@Suite("A provider down for longer than the window, as a process", .serialized)
+@Suite("A provider down for longer than the window, as a process", .processLevel, .serialized)
 struct ProviderDownTests {
     /// `name value` lines of the Prometheus text, for the samples without labels or with these.
     static func metric(_ text: String, _ name: String) -> Double? {

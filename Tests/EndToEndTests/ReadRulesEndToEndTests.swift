@@ -1,12 +1,13 @@
 import Foundation
 import PushCore
 import PushJOSE
+import PushFakes
 import PushTestSupport
 import Testing
 
 /// Read rules (SPEC §12) with the real executable and the fake FCM: who may subscribe to what,
 /// a revocation with `permission_denied` when access ends, `rules check` and `replay`.
-@Suite("Read rules, as a process", .serialized)
+@Suite("Read rules, as a process", .processLevel, .serialized)
 struct ReadRulesEndToEndTests {
     static let secret = ServiceEndToEndTests.secret
     static let rules =

@@ -1,4 +1,5 @@
 import Foundation
+import PushFakes
 import PushTestSupport
 import PushCore
 import PushJOSE
@@ -64,7 +65,7 @@ final class RunningService: Sendable {
     struct ServiceError: Error { let message: String }
 }
 
-@Suite("pushdispatch run and subscriptions, as processes", .serialized)
+@Suite("pushdispatch run and subscriptions, as processes", .processLevel, .serialized)
 struct RunCommandTests {
     static let secret = "toto-secret-of-at-least-thirty-two-bytes"
 

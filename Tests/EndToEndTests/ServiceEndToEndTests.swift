@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import PushJOSE
+import PushFakes
 import PushTestSupport
 import Testing
 
@@ -8,7 +9,7 @@ import Testing
 /// providers; subscriptions created over HTTP; records appended to the queue file and sent on
 /// the socket; exactly what the fakes received checked; `/metrics` read with Prometheus's own
 /// parser; SIGTERM → exit 0 with nothing lost; a restart goes on where it stopped.
-@Suite("The service end to end, as a process", .serialized)
+@Suite("The service end to end, as a process", .processLevel, .serialized)
 struct ServiceEndToEndTests {
     static let secret = "e2e-secret-of-at-least-thirty-two-bytes!"
     static let webhookSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"

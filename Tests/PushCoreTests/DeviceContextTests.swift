@@ -144,7 +144,7 @@ struct DeviceContextTests {
         var builder = NotificationBuilder(sealers: NoSealers())
         // A value whose v1 payload is just under FCM's bound and over Web Push's.
         let value = JSON.string(String(repeating: "x", count: 3_960))
-        for kind in [SubscriptionKind.mobile, .apns, .webpush] {
+        for kind in [SubscriptionKind.fcm, .apns, .webpush] {
             let tuple = SubscriptionTuple(app: "toto", uid: "u1", kind: kind, destination: nil, path: try Path("/p"), context: "c")
             let subscription = Subscription(id: "s", tuple: tuple, mode: .value, format: .v1, encryption: nil, createdAt: 0, expiresAt: 1)
             let built = try builder.payload(Notice(subscription: subscription, event: Event(app: "toto", path: "/p", body: .value(value))))

@@ -9,7 +9,7 @@ struct RecordPipelineTests {
     }
 
     static func subscription(
-        _ handle: Int64, _ path: String, mode: Mode = .value, app: String = "toto", uid: String = "u1", kind: SubscriptionKind = .mobile
+        _ handle: Int64, _ path: String, mode: Mode = .value, app: String = "toto", uid: String = "u1", kind: SubscriptionKind = .fcm
     ) -> Subscription {
         let tuple = SubscriptionTuple(
             app: app, uid: uid, kind: kind, destination: kind == .webhook ? "orders" : nil, path: try! Path(path),

@@ -19,7 +19,7 @@ struct SharedFieldsTests {
         #expect(changed == original, "equal fields in another box")
 
         let entry = OutboxEntry(
-            app: "toto", subscriptionHandle: 7, subscriptionID: "id", kind: .mobile, target: "t", destination: nil, notification: .value,
+            app: "toto", subscriptionHandle: 7, subscriptionID: "id", kind: .fcm, target: "t", destination: nil, notification: .value,
             payload: Array("{}".utf8), recordSeq: 1)
         var other = entry
         other.payload = Array("{\"x\":1}".utf8)

@@ -8,7 +8,7 @@ import Testing
 
 /// The APNs provider token (issue 24): its shape, verified by an independent JOSE library, and
 /// its renewal between APNs's 20 and 60 minutes.
-@Suite("APNs provider token")
+@Suite("APNs provider token", .processLevel)
 struct APNsProviderTokenTests {
     static let key = P256.Signing.PrivateKey()
 

@@ -1,5 +1,7 @@
 import PushCore
 @testable import PushDelivery
+import PushHTTP
+import PushFakes
 import PushTestSupport
 import Testing
 

@@ -4,13 +4,14 @@ import PushCore
 @testable import PushDelivery
 import PushJOSE
 import PushStore
+import PushFakes
 import PushTestSupport
 import Testing
 
 /// APNs and Web Push (issue 24) through the dispatcher, from a real SQLite outbox, over the
 /// HTTP/2 transport, to the fakes (which check every request as the real services do): every
 /// row of the answer tables, the provider token's renewal, what the push services receive.
-@Suite("Direct APNs and Web Push against the fakes", .serialized)
+@Suite("Direct APNs and Web Push against the fakes", .processLevel, .serialized)
 struct DirectProvidersTests {
     /// What a row's first answer must lead to.
     enum Expected: Sendable, CustomStringConvertible {
@@ -95,7 +96,7 @@ struct DirectProvidersTests {
         defer { Task { await h.close() } }
         let context = kind == .apns ? Self.device : h.fakes.webPushSubscription("browser")
         let target = kind == .apns ? Self.device : "browser"
-        let provider = Dispatcher.provider(of: kind)
+        let provider = Provider(kind).label
         if row.expected.isDeliveredAtOnce == false { h.fakes.script(target, [.recorded(row.fixture), .normal]) }
         let subscription = try await h.subscribe(kind, token: context)
         h.start()

@@ -1,5 +1,6 @@
 import PushCore
 @testable import PushDelivery
+import PushHTTP
 import Testing
 
 /// The delivery worker's decisions, events in and actions out: no store, no socket, no sleep.
@@ -9,7 +10,7 @@ struct DispatchStateMachineTests {
     static let now: Int64 = 1_800_000_000_000
 
     static func notification(
-        _ id: Int64, app: String = "toto", kind: SubscriptionKind = .mobile, event: NotificationKind = .value, attempts: Int = 0,
+        _ id: Int64, app: String = "toto", kind: SubscriptionKind = .fcm, event: NotificationKind = .value, attempts: Int = 0,
         firstAttemptAt: Int64? = nil, destination: String = "orders"
     ) -> StoredNotification {
         let entry = OutboxEntry(
@@ -18,8 +19,8 @@ struct DispatchStateMachineTests {
         return StoredNotification(id: id, entry: entry, createdAt: now - 10, nextAttemptAt: now, attempts: attempts, firstAttemptAt: firstAttemptAt)
     }
 
-    static func provider(_ kind: SubscriptionKind) -> String {
-        Dispatcher.provider(of: kind)
+    static func provider(_ kind: SubscriptionKind) -> Provider {
+        Provider(kind)
     }
 
     /// A machine that claimed `notifications` and sent them all.
@@ -40,9 +41,9 @@ struct DispatchStateMachineTests {
     func claims() {
         var machine = Machine(configuration: .init(maximumInFlight: 4, claimBatch: 3))
         #expect(machine.claim(now: Self.now) == .claim(limit: 3, excluding: []))
-        _ = machine.claimed((1...3).map { .init(Self.notification($0), provider: "fcm") })
+        _ = machine.claimed((1...3).map { .init(Self.notification($0), provider: .fcm) })
         #expect(machine.claim(now: Self.now) == .claim(limit: 1, excluding: []))
-        _ = machine.claimed([.init(Self.notification(4), provider: "fcm")])
+        _ = machine.claimed([.init(Self.notification(4), provider: .fcm)])
         #expect(machine.claim(now: Self.now) == .none)
         #expect(machine.inFlight == 4)
         // Answered is not settled: the slot frees once the settlement is stored.
@@ -57,7 +58,7 @@ struct DispatchStateMachineTests {
         var machine = Machine(configuration: .init(perProvider: 2, perApp: 3))
         let claimed: [StoredNotification] = [
             Self.notification(1), Self.notification(2), Self.notification(3), Self.notification(4, app: "other"),
-            Self.notification(5, kind: .webhook), Self.notification(6, kind: .huawei),
+            Self.notification(5, kind: .webhook), Self.notification(6, kind: .hms),
         ]
         let started = machine.claimed(claimed.map { .init($0, provider: Self.provider($0.entry.kind)) })
         // fcm: 1 and 2 (its bound); toto: 1, 2 and the webhook 5 (its bound); 6 waits for toto.
@@ -158,19 +159,19 @@ struct DispatchStateMachineTests {
         let paused = machine.decisions(now: Self.now, random: { 0.5 })
         #expect(paused[0].note == .paused(newly: true))
         machine.settled(1)
-        let fcm = SenderKey(app: "toto", kind: .mobile)
+        let fcm = SenderKey(app: "toto", kind: .fcm)
         #expect(machine.paused[fcm]?.probeAt == Self.now + 30_000)
         #expect(machine.pausedApplications == ["toto"])
         #expect(machine.claim(now: Self.now + 1) == .claim(limit: 512, excluding: [fcm]))
         // Paused again before the probe: not newly.
-        _ = machine.claimed([.init(Self.notification(3), provider: "fcm")])
-        machine.sent(.init(notification: Self.notification(3), provider: "fcm"), outcome: .pause(reason: "again"))
+        _ = machine.claimed([.init(Self.notification(3), provider: .fcm)])
+        machine.sent(.init(notification: Self.notification(3), provider: .fcm), outcome: .pause(reason: "again"))
         #expect(machine.decisions(now: Self.now + 2, random: { 0.5 })[0].note == .paused(newly: false))
         #expect(machine.paused[fcm]?.since == Self.now)
         // At the probe it is claimed again; the probe's success resumes it.
         #expect(machine.claim(now: Self.now + 30_002) == .claim(limit: 512, excluding: []))
-        _ = machine.claimed([.init(Self.notification(4), provider: "fcm")])
-        machine.sent(.init(notification: Self.notification(4), provider: "fcm"), outcome: .delivered(reference: nil))
+        _ = machine.claimed([.init(Self.notification(4), provider: .fcm)])
+        machine.sent(.init(notification: Self.notification(4), provider: .fcm), outcome: .delivered(reference: nil))
         #expect(machine.decisions(now: Self.now + 30_003, random: { 0.5 })[0].resumed)
         #expect(machine.paused.isEmpty)
         // The webhook sender was never paused.
@@ -197,7 +198,7 @@ struct DispatchStateMachineTests {
         let audit = SenderKey(app: "toto", kind: .webhook, destination: "audit")
         #expect(machine.claim(now: Self.now + 1) == .claim(limit: 512, excluding: [orders, audit]))
         #expect(!machine.claim(now: Self.now + 1).excludes(SenderKey(app: "toto", kind: .webhook, destination: "billing")))
-        #expect(!machine.claim(now: Self.now + 1).excludes(SenderKey(app: "toto", kind: .mobile)))
+        #expect(!machine.claim(now: Self.now + 1).excludes(SenderKey(app: "toto", kind: .fcm)))
     }
 
     @Test("a slow-down leaves the application's sender out until the retry time; other applications go on")
@@ -207,7 +208,7 @@ struct DispatchStateMachineTests {
         let decision = machine.decisions(now: Self.now, random: { 0.5 })[0]
         #expect(decision.note == .slowDown(until: Self.now + 60_000))
         machine.settled(1)
-        let toto = SenderKey(app: "toto", kind: .mobile)
+        let toto = SenderKey(app: "toto", kind: .fcm)
         #expect(machine.claim(now: Self.now + 59_999) == .claim(limit: 512, excluding: [toto]))
         #expect(machine.next(now: Self.now + 59_999, claimed: 0, limit: 512, nextDue: nil) == .sleep(until: Self.now + 60_000))
         #expect(machine.claim(now: Self.now + 60_000) == .claim(limit: 512, excluding: []))
@@ -242,7 +243,7 @@ struct DispatchStateMachineTests {
         // Answered at once: the worker settles it before it sleeps.
         #expect(machine.next(now: Self.now, claimed: 1, limit: 512, nextDue: Self.now + 60_000) == .claimAgain)
         let decision = machine.decisions(now: Self.now, random: { 0.5 })[0]
-        #expect(decision.provider == "none")
+        #expect(decision.provider == nil)
         #expect(decision.settlement == .retry(id: 1, nextAttemptAt: Self.now + 1_000, firstAttemptAt: Self.now, attempts: 1))
         #expect(decision.reason == "no mobile provider is configured for gone")
     }

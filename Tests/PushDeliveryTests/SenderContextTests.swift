@@ -1,5 +1,6 @@
 import PushCore
 @testable import PushDelivery
+import PushHTTP
 import Synchronization
 import Testing
 
@@ -20,9 +21,9 @@ struct SenderContextTests {
         func shutdown() async throws {}
     }
 
-    static let reset = TransportError("reset", lostInTransit: true)
-    static let refused = TransportError("GOAWAY, not processed", unprocessed: true)
-    static let refusedConnect = TransportError("connection refused")
+    static let reset = TransportError(.lost, "reset", lostInTransit: true)
+    static let refused = TransportError(.lost, "GOAWAY, not processed", unprocessed: true)
+    static let refusedConnect = TransportError(.connect, "connection refused")
 
     @Test(
         "losses before an answer → answered or failed, and the requests sent",
@@ -42,7 +43,7 @@ struct SenderContextTests {
         let context = SenderContext(transport: transport, timeout: .seconds(1), clock: SystemClock(), counters: counters)
         let result: ProviderAnswer?
         do {
-            result = try await context.send(OutgoingRequest(url: "https://fcm.example/v1", headers: [], body: []), provider: "fcm")
+            result = try await context.send(OutgoingRequest(url: "https://fcm.example/v1", headers: [], body: []), provider: .fcm)
         } catch {
             result = nil
         }

@@ -9,7 +9,7 @@ import Testing
 /// Web Push's cryptography (issue 24): RFC 8291 message encryption and RFC 8292 VAPID, against
 /// the RFCs' own vectors, round trips, hostile input, and independent Python libraries
 /// (`http_ece`, `py_vapid`).
-@Suite("Web Push: RFC 8291 encryption and RFC 8292 VAPID")
+@Suite("Web Push: RFC 8291 encryption and RFC 8292 VAPID", .processLevel)
 struct WebPushCryptoTests {
     static func bytes(_ base64URL: String) -> [UInt8] { Base64URL.decode(base64URL)! }
 

@@ -3,6 +3,7 @@ import PushJOSE
 import PushTestSupport
 import Testing
 @testable import PushDelivery
+@testable import PushHTTP
 
 /// Which push resources a browser subscription may name (issue 24: the endpoint comes from the
 /// subscriber, so it is a server-side request forgery vector), and the APNs body.
@@ -132,7 +133,7 @@ struct WebPushEndpointPolicyTests {
     func resolutionRefused() async throws {
         #expect(throws: PublicAddressResolver.Refused.self) { try PublicAddressResolver.firstPublic(host: "localhost", port: 443) }
         #expect(throws: PublicAddressResolver.Refused.self) { try PublicAddressResolver.firstPublic(host: "2130706433", port: 443) }
-        let transport = try HTTP2Transport(configuration: .init(publicAddressesOnly: true), fallback: try AsyncHTTPTransport(clients: 1))
+        let transport = try HTTP2Transport(configuration: .init(publicAddressesOnly: true), fallback: try HTTP1Transport(), ownsFallback: true)
         do {
             _ = try await transport.send(OutgoingRequest(url: "https://localhost:9/push", headers: [], body: []), timeout: .seconds(5))
             Issue.record("a loopback connection was made")

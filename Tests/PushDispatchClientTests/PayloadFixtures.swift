@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import PushCore
 import PushJOSE
+import PushFakes
 import PushTestSupport
 
 /// Payloads made by the service's own code (the v1 and v2 builders, PushJOSE's sealers) with

@@ -1,10 +1,11 @@
 import Foundation
 import PushDispatchClient
+import PushFakes
 import PushTestSupport
 import Testing
 
 /// A redirect is not followed: it would carry the bearer token to wherever it points.
-@Suite("Redirects are refused")
+@Suite("Redirects are refused", .processLevel)
 struct RedirectTests {
     /// An HTTP server (Python's) on loopback that redirects every request for the API to
     /// `/elsewhere`, which answers `[]`.

@@ -1,19 +1,32 @@
+import PushCore
 import PushEngine
 import Testing
 
 @Suite("Ingestion counters")
 struct IngestCountersTests {
-    @Test("a rejection's label is bounded whatever its text", arguments: [
-        ("the line is 20000000 bytes; a record is at most 16777216 bytes", "too_long"),
-        ("seq: missing; expected an integer", "invalid_seq"),
-        ("seq 4 repeats the last accepted seq 4 of this source; seq must increase", "invalid_seq"),
-        ("path \"/a//b\": empty segment", "invalid_path"),
-        ("app: missing; expected the application id", "invalid_app"),
-        ("unexpected end of input; expected a JSON value", "not_json"),
-        ("apple: something", "not_json"),
-        ("", "not_json"),
-    ])
-    func rejectionLabels(reason: String, label: String) {
-        #expect(IngestCounters.reasonLabel(reason) == label)
+    @Test(
+        "a rejection's label is its kind, bounded whatever the line held",
+        arguments: [
+            ("{\"seq\":1,", "not_json"),
+            ("[1,2]", "not_json"),
+            ("{\"app\":\"toto\"}", "invalid_seq"),
+            ("{\"seq\":1.5,\"app\":\"toto\"}", "invalid_seq"),
+            ("{\"seq\":1}", "invalid_app"),
+            ("{\"seq\":1,\"app\":\"to/to\",\"op\":\"put\"}", "invalid_app"),
+            ("{\"seq\":1,\"app\":\"toto\"}", "invalid_op"),
+            ("{\"seq\":1,\"app\":\"toto\",\"op\":\"delete\"}", "invalid_op"),
+            ("{\"seq\":1,\"app\":\"toto\",\"op\":\"put\",\"ts\":\"now\",\"path\":\"/a\",\"data\":1}", "invalid_ts"),
+            ("{\"seq\":1,\"app\":\"toto\",\"op\":\"put\",\"path\":\"/a/b$c\",\"data\":1}", "invalid_path"),
+            ("{\"seq\":1,\"app\":\"toto\",\"op\":\"put\",\"path\":\"/a\"}", "invalid_data"),
+            ("{\"seq\":1,\"app\":\"toto\",\"op\":\"revoke\",\"uid\":7,\"reason\":\"expired\"}", "invalid_uid"),
+            ("{\"seq\":1,\"app\":\"toto\",\"op\":\"revoke\",\"uid\":\"u\",\"reason\":\"bored\"}", "invalid_reason"),
+        ])
+    func rejectionLabels(line: String, label: String) throws {
+        do {
+            _ = try ChangeRecord.parse(Array(line.utf8))
+            Issue.record("\(line) was read")
+        } catch {
+            #expect(error.kind.label == label, "\(error.reason)")
+        }
     }
 }

@@ -7,7 +7,7 @@ import Testing
 
 /// What several instances on one PostgreSQL database must agree on: one name per live
 /// instance, one acceptance per `seq` of the database's stream.
-@Suite("Several instances: names and shared sources", .enabled(if: PostgresTestServer.enabled))
+@Suite("Several instances: names and shared sources", .processLevel, .enabled(if: PostgresTestServer.enabled))
 struct SharedInstancesTests {
     static let logger = Logger(label: "test")
 

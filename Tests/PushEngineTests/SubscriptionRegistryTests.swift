@@ -10,7 +10,7 @@ import Testing
 @Suite("The index follows the store")
 struct SubscriptionRegistryTests {
     func subscription(_ path: String, uid: String = "u1", mode: Mode = .value) -> Subscription {
-        let tuple = SubscriptionTuple(app: "toto", uid: uid, kind: .mobile, destination: nil, path: try! Path(path), context: "t")
+        let tuple = SubscriptionTuple(app: "toto", uid: uid, kind: .fcm, destination: nil, path: try! Path(path), context: "t")
         return Subscription(
             id: SubscriptionID.derive(tuple), tuple: tuple, mode: mode, format: .v2, encryption: nil, createdAt: 1, expiresAt: 9_999_999_999)
     }

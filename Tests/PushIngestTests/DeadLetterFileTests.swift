@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushCore
+import PushTestSupport
 @testable import PushIngest
 import Synchronization
 import Testing
@@ -174,12 +175,12 @@ struct DeadLetterFileTests {
         }
     }
 
-    /// A full disk, for real: a tmpfs of 64 KiB mounted for the test. Needs root (CAP_SYS_ADMIN);
-    /// without it the test fails and says so, unless the environment variable
-    /// `TEST_PUSHDISPATCH_NO_MOUNT=1` is set, which skips it.
+    /// A full disk, for real: a tmpfs of 64 KiB mounted for the test. Needs root (CAP_SYS_ADMIN):
+    /// skipped with its reason for anyone else, unless CI requires it
+    /// (``TestEnvironment/mountsFilesystems``).
     @Test(
         "a write that fails on a full disk leaves the file as it was; once there is room the batch is written whole",
-        .enabled(if: ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_NO_MOUNT"] != "1", "TEST_PUSHDISPATCH_NO_MOUNT=1: no tmpfs is mounted"))
+        .enabled(if: TestEnvironment.mountsFilesystems, TestEnvironment.mountsFilesystemsReason))
     func diskFull() throws {
         let disk = folder + "/disk"
         try FileManager.default.createDirectory(atPath: disk, withIntermediateDirectories: true)

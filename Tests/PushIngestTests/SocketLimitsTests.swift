@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PushCore
 @testable import PushIngest
+import PushFakes
 import PushTestSupport
 import ServiceLifecycle
 import Synchronization

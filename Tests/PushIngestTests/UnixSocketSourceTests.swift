@@ -3,6 +3,7 @@ import Logging
 import PushCore
 @testable import PushIngest
 import Synchronization
+import PushFakes
 import PushTestSupport
 import Testing
 

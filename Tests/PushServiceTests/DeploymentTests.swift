@@ -8,7 +8,7 @@ import Testing
 
 /// The deployment is chosen once, from `store` and `instance.mode`, and a database is used one
 /// way at a time: a single instance alone, or shared instances together.
-@Suite("Deployments: one instance or several", .serialized)
+@Suite("Deployments: one instance or several", .processLevel, .serialized)
 struct DeploymentTests {
     static let logger = Logger(label: "deployment-test")
 

@@ -3,6 +3,7 @@ import PushCore
 import PushIngest
 import PushStore
 @testable import PushService
+import PushFakes
 import PushTestSupport
 import Testing
 

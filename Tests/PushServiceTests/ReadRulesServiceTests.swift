@@ -8,7 +8,7 @@ import Testing
 
 /// Read rules in the running service (SPEC §12): refused subscriptions, revocations after
 /// writes, audits after a change of rules.
-@Suite("Read rules in the running service", .serialized)
+@Suite("Read rules in the running service", .processLevel, .serialized)
 struct ReadRulesServiceTests {
     static let rules =
         #"{"rules": {"users": {"$uid": {".read": "auth.uid == $uid"}}, "rooms": {"$room": {".read": "root.child('members').child($room).hasChild(auth.uid)"}}}}"#

@@ -10,12 +10,12 @@ import Testing
 
 /// Moving from SQLite to PostgreSQL: export, import, nothing lost; a bad file refused with
 /// the line and what was expected, whatever its damage.
-@Suite("Export and import (SQLite → PostgreSQL)")
+@Suite("Export and import (SQLite → PostgreSQL)", .processLevel)
 struct StoreTransferTests {
     static let logger = Logger(label: "transfer-test", factory: { _ in SwiftLogNoOpLogHandler() })
 
     func subscription(_ n: Int, mode: Mode = .childEvent) -> Subscription {
-        let tuple = SubscriptionTuple(app: "toto", uid: "u\(n)", kind: .mobile, destination: nil, path: try! Path("/a/\(n)"), context: "token-\(n)")
+        let tuple = SubscriptionTuple(app: "toto", uid: "u\(n)", kind: .fcm, destination: nil, path: try! Path("/a/\(n)"), context: "token-\(n)")
         return Subscription(
             id: SubscriptionID.derive(tuple), tuple: tuple, mode: mode, format: .v2, encryption: nil, createdAt: 1_700_000_000 + Int64(n),
             expiresAt: 2_000_000_000)
@@ -40,7 +40,7 @@ struct StoreTransferTests {
         batch.operations = (0..<3).map { n in
             .notify(
                 OutboxEntry(
-                    app: "toto", subscriptionHandle: handles[n], subscriptionID: subscription(n).id, kind: .mobile, target: "token-\(n)",
+                    app: "toto", subscriptionHandle: handles[n], subscriptionID: subscription(n).id, kind: .fcm, target: "token-\(n)",
                     destination: nil, notification: .childEvent, payload: Array("payload-\(n) \u{1}".utf8), recordSeq: 1))
         }
         _ = try await store.commit(batch)

@@ -7,7 +7,7 @@ import PushStore
 import PushTestSupport
 import Testing
 
-@Suite("Subscription REST API over HTTP", .serialized)
+@Suite("Subscription REST API over HTTP", .processLevel, .serialized)
 struct SubscriptionAPITests {
     static let collection = "/datasync/v2/toto/subscriptions/u1"
     static let document = #"{"kind":"mobile","mode":"value","path":"/users/u1/inbox","context":"fcm-token-1"}"#

@@ -6,6 +6,7 @@ import NIOCore
 import PushAPI
 import PushCore
 @testable import PushService
+import PushFakes
 import PushTestSupport
 import Testing
 

@@ -65,12 +65,12 @@ struct DeliveryStoreContractTests {
         }
         // The oldest of `orders` is claimed (in flight): kept.
         let claimed = try await store.claim(
-            now: 100, limit: 1, claimant: "me", leaseUntil: 1_000, excluding: [SenderKey(app: "toto", kind: .webhook, destination: "audit"), SenderKey(app: "toto", kind: .mobile)])
+            now: 100, limit: 1, claimant: "me", leaseUntil: 1_000, excluding: [SenderKey(app: "toto", kind: .webhook, destination: "audit"), SenderKey(app: "toto", kind: .fcm)])
         #expect(claimed.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["orders@10"])
         let ordersKey = SenderKey(app: "toto", kind: .webhook, destination: "orders")
         #expect(try await store.discardWaiting(for: ordersKey, createdBefore: 30, now: 100) == 1)
-        #expect(try await store.discardWaiting(for: SenderKey(app: "toto", kind: .mobile), createdBefore: 25, now: 100) == 2)
-        #expect(try await store.discardWaiting(for: SenderKey(app: "other", kind: .mobile), createdBefore: 1_000, now: 100) == 0)
+        #expect(try await store.discardWaiting(for: SenderKey(app: "toto", kind: .fcm), createdBefore: 25, now: 100) == 2)
+        #expect(try await store.discardWaiting(for: SenderKey(app: "other", kind: .fcm), createdBefore: 1_000, now: 100) == 0)
         #expect(try await payloads(store).sorted() == ["audit@10", "audit@20", "audit@30", "mobile@30", "orders@10", "orders@30"])
         #expect(try await store.outboxDepth().count == 6)
     }
@@ -111,7 +111,7 @@ struct DeliveryStoreContractTests {
         #expect(rest.notifications.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["p2"])
         #expect(rest.nextDue == .at(500))
         // The one left excluded: nothing waits.
-        let none = try await store.claimDue(now: 10, limit: 5, claimant: "x", leaseUntil: 100, excluding: [SenderKey(app: "toto", kind: .mobile)])
+        let none = try await store.claimDue(now: 10, limit: 5, claimant: "x", leaseUntil: 100, excluding: [SenderKey(app: "toto", kind: .fcm)])
         #expect(none.notifications.isEmpty && none.nextDue == .none)
         // At 500: the later one, and the three whose leases ended at 100.
         let later = try await store.claimDue(now: 500, limit: 5, claimant: "y", leaseUntil: 600, excluding: [])
@@ -159,7 +159,7 @@ struct DeliveryStoreContractTests {
         let settled = try await store.settle([.delivered(id: first[0].id)], claimant: "x", now: 20)
         #expect(settled.lost == 0)
         #expect(try await store.nextDue(excluding: []) == 10)
-        #expect(try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [SenderKey(app: "toto", kind: .mobile)]).isEmpty)
+        #expect(try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [SenderKey(app: "toto", kind: .fcm)]).isEmpty)
         let second = try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
         #expect(second.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a2"])
         // An expired lease lets another claimant take it; the first one's settlement is then lost.

@@ -10,7 +10,7 @@ import Testing
 /// database as separate processes would have: the change log read in commit order under
 /// concurrent writers, fenced commits under application leases, claims side by side, the
 /// inbox.
-@Suite("PostgreSQL: several instances on one database", .enabled(if: StoreKind.all.contains(.postgres)))
+@Suite("PostgreSQL: several instances on one database", .processLevel, .enabled(if: StoreKind.all.contains(.postgres)))
 struct PostgresClusterTests {
     static let logger = Logger(label: "postgres-test", factory: { _ in SwiftLogNoOpLogHandler() })
 

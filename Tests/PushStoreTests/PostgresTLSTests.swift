@@ -9,7 +9,7 @@ import Testing
 /// ``PostgresTestServer/tls`` accepts only TLS over TCP, with a certificate for `localhost`
 /// (DNS:localhost only) signed by a CA made for the run. The URLs carry a password the server
 /// never asks for (trust): no message may repeat it.
-@Suite("PostgreSQL over TLS (sslmode, sslrootcert)", .enabled(if: PostgresTestServer.tlsEnabled))
+@Suite("PostgreSQL over TLS (sslmode, sslrootcert)", .processLevel, .enabled(if: PostgresTestServer.tlsEnabled))
 struct PostgresTLSTests {
     static let logger = Logger(label: "postgres-test", factory: { _ in SwiftLogNoOpLogHandler() })
 

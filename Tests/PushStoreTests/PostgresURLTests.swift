@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 @testable import PushStore
+import PushFakes
 import PushTestSupport
 import Testing
 

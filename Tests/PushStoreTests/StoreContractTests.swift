@@ -67,7 +67,7 @@ func entry(_ subscription: Subscription, _ handle: Int64, _ kind: NotificationKi
 }
 
 func makeSubscription(
-    app: String = "toto", uid: String = "u1", kind: SubscriptionKind = .mobile, path: String = "/a/b", context: String? = "token-1",
+    app: String = "toto", uid: String = "u1", kind: SubscriptionKind = .fcm, path: String = "/a/b", context: String? = "token-1",
     destination: String? = nil, mode: Mode = .value, expiresAt: Int64 = 2_000_000_000
 ) -> Subscription {
     let tuple = SubscriptionTuple(app: app, uid: uid, kind: kind, destination: destination, path: try! Path(path), context: context)
@@ -76,7 +76,7 @@ func makeSubscription(
         expiresAt: expiresAt)
 }
 
-@Suite("Subscription store contract")
+@Suite("Subscription store contract", .processLevel)
 struct StoreContractTests {
     @Test("save creates, then refreshes only when allowed, keeping createdAt and handle", arguments: StoreKind.subscriptionStores)
     func saveCreatesRefreshesConflicts(kind: StoreKind) async throws {
@@ -110,7 +110,7 @@ struct StoreContractTests {
         #expect(try await store.subscription(id: theirs.id)?.uid == "u2")
         let webhook = try await store.subscription(app: "toto", uid: "u1", id: mineToo.id)
         #expect(webhook?.tuple.destination == "orders" && webhook?.tuple.context == nil)
-        #expect(try await store.countByKind() == [.mobile: 3, .webhook: 1])
+        #expect(try await store.countByKind() == [.fcm: 3, .webhook: 1])
         let page1 = try await store.subscriptions(app: nil, after: 0, limit: 3)
         let page2 = try await store.subscriptions(app: nil, after: page1.last!.handle!, limit: 3)
         #expect(page1.count == 3 && page2.count == 1)
@@ -336,255 +336,5 @@ struct StoreContractTests {
             #expect(constraint.contains("CHECK") || constraint.contains("check"))
             #expect(error.subscriptionID == bad.id)
         }
-    }
-}
-
-@Suite("SQLite schema invariants")
-struct SQLiteSchemaTests {
-    func rawStore() throws -> (SQLiteStore, String) {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-schema-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let path = folder.appendingPathComponent("store.db").path
-        return (try SQLiteStore(path: path), path)
-    }
-
-    /// Runs SQL with the sqlite3 shell, as an operator might: the schema must refuse bad rows itself.
-    func sqlite3(_ path: String, _ sql: String) throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path, sql]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try TestProcesses.launch(process)
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self))
-    }
-
-    @Test("bad rows are refused by the schema", arguments: [
-        ("INSERT INTO subscription VALUES (NULL,'i1','toto','u','email','','/p','t','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i2','toto','u','mobile','','/p','t','loud','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i3','toto','u','mobile','','/p','','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i4','toto','u','webhook','','/p','','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i5','toto','u','mobile','orders','/p','t','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i6','toto','u','mobile','','p','t','value','v2',NULL,1,2,NULL)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i7','toto','u','mobile','','/p','t','value','v2','{bad',1,2,NULL)", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i8','toto','u','mobile','','/p','t','value','v2',NULL,'x',2,NULL)", "cannot store TEXT value in INTEGER column"),
-        ("INSERT INTO subscription VALUES (NULL,'i9','toto','u','mobile','','/p','t','value','v2',NULL,1,2,'{claims')", "CHECK constraint failed"),
-        ("INSERT INTO subscription VALUES (NULL,'i10','toto','u','mobile','','/p','t','value','v2',NULL,1,2,'\"' || hex(randomblob(2100)) || '\"')", "CHECK constraint failed"),
-    ])
-    func refusedRows(sql: String, message: String) throws {
-        let (_, path) = try rawStore()
-        let result = try sqlite3(path, sql)
-        #expect(result.status != 0)
-        #expect(result.output.contains(message), "\(result.output)")
-    }
-
-    @Test("a subscription's identity cannot be updated, and the tuple is unique")
-    func identity() async throws {
-        let (store, path) = try rawStore()
-        let subscription = makeSubscription()
-        _ = try await store.save(subscription, allowUpdate: false)
-        let update = try sqlite3(path, "UPDATE subscription SET path = '/other'")
-        #expect(update.output.contains("identity (its 6-tuple and id) never changes"))
-        let duplicate = try sqlite3(
-            path, "INSERT INTO subscription SELECT NULL,'other-id',app,uid,kind,destination,path,context,mode,format,encryption,created_at,expires_at,auth FROM subscription")
-        #expect(duplicate.output.contains("UNIQUE constraint failed"))
-    }
-
-    /// Saves that arrive while a transaction runs are committed together, each in its own
-    /// savepoint: one save's outcome never depends on another of its group.
-    @Test("concurrent saves, grouped into shared transactions, each get their own outcome")
-    func groupedSaves() async throws {
-        let (store, _) = try rawStore()
-        // 40 subscriptions, each saved three times at once (a create and two repeats), and one
-        // user capped at 5 of 12.
-        let distinct = (0..<40).map { makeSubscription(path: "/n\($0)") }
-        let capped = (0..<12).map { makeSubscription(uid: "capped", path: "/c\($0)") }
-        // Refused by the schema (claims over 4 KiB): that save fails, alone.
-        var oversized = makeSubscription(uid: "big", path: "/big")
-        oversized.auth = .string(String(repeating: "x", count: 5_000))
-        let refused = oversized
-        let outcomes = try await withThrowingTaskGroup(of: (String, SaveOutcome?).self) { group in
-            group.addTask { (refused.id, try? await store.save(refused, allowUpdate: false, maxPerUser: nil)) }
-            for subscription in distinct + distinct + distinct {
-                group.addTask { (subscription.id, try await store.save(subscription, allowUpdate: false, maxPerUser: nil)) }
-            }
-            for subscription in capped {
-                group.addTask { (subscription.id, try await store.save(subscription, allowUpdate: false, maxPerUser: 5)) }
-            }
-            var all: [(String, SaveOutcome?)] = []
-            for try await outcome in group { all.append(outcome) }
-            return all
-        }
-        #expect(outcomes.filter { $0.1 == nil }.map(\.0) == [refused.id])
-        var created: [String: Int] = [:]
-        var conflicts: [String: Int] = [:]
-        var tooMany = 0
-        var handles = Set<Int64>()
-        for case (let id, let outcome?) in outcomes {
-            switch outcome {
-            case .created(let subscription):
-                created[id, default: 0] += 1
-                handles.insert(subscription.handle!)
-            case .conflict: conflicts[id, default: 0] += 1
-            case .tooMany: tooMany += 1
-            default: Issue.record("unexpected \(outcome)")
-            }
-        }
-        #expect(distinct.allSatisfy { created[$0.id] == 1 && conflicts[$0.id] == 2 })
-        #expect(capped.filter { created[$0.id] == 1 }.count == 5 && tooMany == 7)
-        #expect(handles.count == 45)
-        #expect(try await store.countByKind() == [.mobile: 45])
-        #expect(try await store.changes(after: 0, limit: 1000).count == 45)
-    }
-
-    /// GRDB turns WAL mode on with `synchronous = NORMAL` after the connection's own set-up:
-    /// commits (ingestion batches, whose records are then acknowledged) would reach the disk
-    /// only at a checkpoint.
-    @Test("the writer commits with synchronous = FULL, before and after a transaction, and on a reopened database")
-    func durableCommits() async throws {
-        let (store, path) = try rawStore()
-        func level(_ store: SQLiteStore) async throws -> Int? {
-            try await store.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
-        }
-        #expect(try await level(store) == 2)
-        _ = try await store.save(makeSubscription(), allowUpdate: false)
-        #expect(try await level(store) == 2)
-        let reopened = try SQLiteStore(path: path)
-        #expect(try await level(reopened) == 2)
-        #expect(try await reopened.pool.write { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
-    }
-
-    /// Debian's SQLite zeroes every freed page (SECURE_DELETE), which wrote each snapshot's
-    /// freed journal pages through the WAL and the checkpoint a second time. FAST keeps wiping
-    /// deleted rows inside the pages a transaction writes anyway.
-    @Test("deleted rows are wiped from the pages written (secure_delete = FAST), freed pages are not rewritten")
-    func deletedContentWiped() async throws {
-        let (store, path) = try rawStore()
-        let marker = "secret-value-\(UUID().uuidString)"
-        let mode = try await store.pool.write { db -> Int? in
-            try db.execute(sql: "INSERT INTO tree_journal (app, records) VALUES ('keep', x'00')")
-            try db.execute(sql: "INSERT INTO tree_journal (app, records) VALUES ('gone', ?)", arguments: [Data(marker.utf8)])
-            return try Int.fetchOne(db, sql: "PRAGMA secure_delete")
-        }
-        #expect(mode == 2)
-        try await store.pool.write { try $0.execute(sql: "DELETE FROM tree_journal WHERE app = 'gone'") }
-        try await store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA wal_checkpoint(TRUNCATE)") }
-        let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
-        let found = bytes.withUnsafeBufferPointer { haystack in
-            Array(marker.utf8).withUnsafeBufferPointer { needle in
-                (0...(haystack.count - needle.count)).contains { start in
-                    (0..<needle.count).allSatisfy { haystack[start + $0] == needle[$0] }
-                }
-            }
-        }
-        #expect(!found, "the deleted row's bytes are still in the database file")
-        #expect(bytes.count > 0)
-    }
-}
-
-@Suite("SQLite migrations")
-struct SQLiteMigrationTests {
-    @Test("a version-1 database is migrated: rows kept, and no handle used before is handed out again")
-    func fromVersion1() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-v1-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let path = folder.appendingPathComponent("store.db").path
-        // A database as version 1 left it: three subscriptions, the newest then deleted.
-        let setup = SQLiteMigrations.v1 + """
-            CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
-            INSERT INTO grdb_migrations VALUES ('v1 subscriptions, changes, outbox, service keys');
-            INSERT INTO subscription VALUES (NULL,'id-1','toto','u1','mobile','','/a','t1','value','v2',NULL,1,2000000000);
-            INSERT INTO subscription VALUES (NULL,'id-2','toto','u1','mobile','','/b','t2','value','v2',NULL,1,2000000000);
-            INSERT INTO subscription VALUES (NULL,'id-3','toto','u1','mobile','','/c','t3','value','v2',NULL,1,2000000000);
-            DELETE FROM subscription WHERE id = 'id-3';
-            """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path, setup]
-        try TestProcesses.launch(process)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-
-        // sqlite3 creates it under the umask: refused until its owner alone may read it.
-        #expect(throws: StoreError.self) { try SQLiteStore(path: path) }
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
-        let store = try SQLiteStore(path: path)
-        #expect(try await store.subscription(id: "id-1")?.handle == 1)
-        #expect(try await store.subscription(id: "id-2")?.handle == 2)
-        guard case .created(let created) = try await store.save(makeSubscription(path: "/new"), allowUpdate: false) else {
-            Issue.record("not created")
-            return
-        }
-        #expect(created.handle == 4)  // 3 was used (and logged) before the migration
-        #expect(try await store.changes(after: 0, limit: 10).map(\.handle) == [1, 2, 3, 3, 4])
-    }
-
-    @Test("a version-5 database gets the kinds apns and webpush: rows, indexes, triggers, tallies and counters kept")
-    func fromVersion5() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-v5-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let path = folder.appendingPathComponent("store.db").path
-        // A database as version 5 left it: three subscriptions (the newest deleted), two
-        // notifications (the newest deleted), their tallies.
-        let identifiers = SQLiteMigrations.migrator.migrations.prefix(5)
-        #expect(identifiers.count == 5 && identifiers.last!.hasPrefix("v5 "))
-        let setup = [SQLiteMigrations.v1, SQLiteMigrations.v2, SQLiteMigrations.v3, SQLiteMigrations.v4, SQLiteMigrations.v5].joined(separator: ";\n") + """
-            ;
-            CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
-            \(identifiers.map { "INSERT INTO grdb_migrations VALUES ('\($0)');" }.joined(separator: "\n"))
-            INSERT INTO subscription VALUES (NULL,'id-1','toto','u1','mobile','','/a','t1','value','v2',NULL,1,2000000000,NULL);
-            INSERT INTO subscription VALUES (NULL,'id-2','toto','u1','webhook','orders','/b','','value','v2',NULL,1,2000000000,NULL);
-            INSERT INTO subscription VALUES (NULL,'id-3','toto','u1','mobile','','/c','t3','value','v2',NULL,1,2000000000,NULL);
-            DELETE FROM subscription WHERE id = 'id-3';
-            INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable, payload, created_at, next_attempt_at)
-            VALUES ('toto', 1, 'id-1', 'mobile', 't1', NULL, 'value', 1, X'7B7D', 5, 5), ('toto', 1, 'id-1', 'mobile', 't1', NULL, 'childEvent', 0, X'7B7D', 6, 6);
-            DELETE FROM notification WHERE id = 2;
-            """
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-        process.arguments = [path, setup]
-        try TestProcesses.launch(process)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0)
-        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
-
-        let store = try SQLiteStore(path: path)
-        #expect(try await store.schemaVersion() == 7)
-        #expect(try await store.subscription(id: "id-1")?.handle == 1)
-        #expect(try await store.subscription(id: "id-2")?.tuple.destination == "orders")
-        #expect(try await store.countByKind() == [.mobile: 1, .webhook: 1])
-        #expect(try await store.outboxDepth().count == 1)
-        // The triggers came back: a new subscription is logged and counted, its handle new.
-        guard case .created(let created) = try await store.save(makeSubscription(kind: .apns, path: "/new", context: String(repeating: "0f", count: 32)), allowUpdate: false)
-        else {
-            Issue.record("not created")
-            return
-        }
-        #expect(created.handle == 4)  // 3 was used before the migration
-        #expect(try await store.changes(after: 0, limit: 10).map(\.handle) == [1, 2, 3, 3, 4])
-        #expect(try await store.countByKind() == [.mobile: 1, .webhook: 1, .apns: 1])
-        // Identity columns are still immutable; notification ids are not reused.
-        await #expect(throws: (any Error).self) {
-            try await store.pool.write { db in try db.execute(sql: "UPDATE subscription SET path = '/z' WHERE handle = 1") }
-        }
-        var batch = CommitBatch(now: 7)
-        batch.operations = [.notify(entry(created, 4, .value))]
-        _ = try await store.commit(batch)
-        let ids = try await store.pool.read { db in try Int64.fetchAll(db, sql: "SELECT id FROM notification ORDER BY id") }
-        #expect(ids == [1, 3])
-        let indexes = try await store.pool.read { db in
-            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type IN ('index', 'trigger') AND tbl_name IN ('subscription', 'notification') ORDER BY name")
-        }
-        #expect(indexes.contains("notification_due") && indexes.contains("subscription_by_expiry") && indexes.contains("subscription_identity_is_immutable"))
-        #expect(indexes.count == 14, "\(indexes)")
-        let integrity = try await store.pool.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
-        #expect(integrity == "ok")
-        // Version 7: no enumeration is checked with an IN list (a temporary B-tree per row).
-        let tables = try await store.pool.read { db in
-            try String.fetchAll(db, sql: "SELECT sql FROM sqlite_master WHERE type = 'table' AND name IN ('subscription', 'notification')")
-        }
-        #expect(tables.count == 2 && tables.allSatisfy { !$0.contains(" IN (") }, "\(tables)")
     }
 }

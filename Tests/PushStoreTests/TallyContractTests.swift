@@ -9,7 +9,7 @@ import Testing
 
 /// `/metrics` and `/status` read the counts the store keeps as rows change (migrations SQLite
 /// v5, PostgreSQL 3), not counts of whole tables: they must always equal the tables' counts.
-@Suite("Store tallies: subscriptions by kind and the outbox depth")
+@Suite("Store tallies: subscriptions by kind and the outbox depth", .processLevel)
 struct TallyContractTests {
     /// `SELECT count(*)` of the store's own tables: what the tallies must say.
     func counted(_ store: any FullStore) async throws -> (kinds: [SubscriptionKind: Int], notifications: Int) {
@@ -52,7 +52,7 @@ struct TallyContractTests {
         try await expectTallies(store, "empty")
         var handles: [(Subscription, Int64)] = []
         for index in 0..<30 {
-            let kinds: [SubscriptionKind] = [.mobile, .huawei, .webhook]
+            let kinds: [SubscriptionKind] = [.fcm, .hms, .webhook]
             let subscriptionKind = kinds[index % 3]
             let subscription = makeSubscription(
                 uid: "u\(index % 7)", kind: subscriptionKind, path: "/p/\(index)", context: subscriptionKind == .webhook ? nil : "t\(index)",
@@ -101,7 +101,7 @@ struct TallyContractTests {
             try await group.waitForAll()
         }
         for store in stores { try await expectTallies(store, "side by side") }
-        #expect(try await stores[0].countByKind() == [.mobile: 4 * 30])
+        #expect(try await stores[0].countByKind() == [.fcm: 4 * 30])
         for store in stores.dropFirst() { store.close() }
         // Their sessions end shortly after close: their rows fold into shard 0.
         var rows = Int.max
@@ -113,7 +113,7 @@ struct TallyContractTests {
             if rows > 3 { try await Task.sleep(for: .milliseconds(100)) }
         }
         #expect(rows <= 3, "\(rows) rows for one name after the other sessions ended")
-        #expect(try await stores[0].countByKind() == [.mobile: 4 * 30])
+        #expect(try await stores[0].countByKind() == [.fcm: 4 * 30])
         stores[0].close()
     }
 
@@ -144,7 +144,7 @@ struct TallyContractTests {
         }
         let store = try SQLiteStore(path: path)
         #expect(try await store.schemaVersion() == 7)
-        #expect(try await store.countByKind() == [.mobile: 5])
+        #expect(try await store.countByKind() == [.fcm: 5])
         #expect(try await store.outboxDepth().count == 5)
     }
 }

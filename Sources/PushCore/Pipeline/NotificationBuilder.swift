@@ -34,7 +34,7 @@ public struct NotificationBuilder: Sendable {
         switch subscription.kind {
         case .webhook:
             return writeWebhookBody(notice, into: &out)
-        case .mobile, .huawei, .apns:
+        case .fcm, .hms, .apns:
             switch subscription.format {
             case .v1:
                 return v1.build(notice.event, into: &out)

@@ -1,9 +1,9 @@
 /// Where a subscription's notifications go (SPEC §5).
 public enum SubscriptionKind: String, Sendable, CaseIterable {
     /// Firebase Cloud Messaging; `context` is the device's FCM token.
-    case mobile
+    case fcm = "mobile"
     /// Huawei HMS Push Kit; `context` is the device's HMS token.
-    case huawei
+    case hms = "huawei"
     /// A webhook of the application named by `destination`; `context` is passed to it.
     case webhook
     /// Apple Push Notification service, directly (no FCM relay); `context` is the device token
@@ -16,8 +16,8 @@ public enum SubscriptionKind: String, Sendable, CaseIterable {
     /// What `context` holds, for messages.
     public var contextDescription: String {
         switch self {
-        case .mobile: "the device's FCM registration token"
-        case .huawei: "the device's HMS push token"
+        case .fcm: "the device's FCM registration token"
+        case .hms: "the device's HMS push token"
         case .apns: "the device's APNs token in hexadecimal"
         case .webpush: "the browser's PushSubscription JSON (endpoint and keys)"
         case .webhook: "a value passed to the webhook"

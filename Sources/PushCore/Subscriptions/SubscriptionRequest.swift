@@ -52,7 +52,7 @@ public struct SubscriptionRequest: Sendable, Equatable {
         }
         let destination = try reader.optionalString("destination")
         switch kind {
-        case .mobile, .huawei, .apns, .webpush:
+        case .fcm, .hms, .apns, .webpush:
             guard let text = context, !text.isEmpty else {
                 throw RequestError("context: missing; a \(kind.rawValue) subscription carries \(kind.contextDescription)")
             }

@@ -1,4 +1,5 @@
 import PushCore
+import PushHTTP
 
 /// APNs directly, for one application (token-based authentication over HTTP/2): a background
 /// push per notification (`reference/apns-webpush.md` §1).
@@ -9,7 +10,7 @@ import PushCore
 /// offline device until the notification's retry window ends, as the service itself would.
 /// The body is ``ProviderMessages/apns(data:)``.
 public struct APNsSender: NotificationSender {
-    public let provider = "apns"
+    public let provider = Provider.apns
     let baseURL: String
     let topic: String
     public let token: APNsProviderToken

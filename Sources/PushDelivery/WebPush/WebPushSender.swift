@@ -1,5 +1,6 @@
 import Crypto
 import PushCore
+import PushHTTP
 import PushJOSE
 import Synchronization
 
@@ -14,7 +15,7 @@ import Synchronization
 /// `Urgency: high`, and, for `value` and `noData` notifications, a `Topic` derived from the
 /// subscription id, so that the push service too keeps only the newest of them (SPEC §6).
 public struct WebPushSender: NotificationSender {
-    public let provider = "webpush"
+    public let provider = Provider.webpush
     let vapid: VAPIDKey
     let subject: String
     let policy: WebPushEndpointPolicy

@@ -58,17 +58,4 @@ public final class IngestCounters: Sendable {
     public var ingested: [String: Int] { totals.withLock { $0.ingested } }
     /// Records rejected, by reason label.
     public var rejected: [String: Int] { totals.withLock { $0.rejected } }
-
-    /// A bounded label for a rejection (the reason's text names values; a label must not):
-    /// `too_long`; `invalid_<field>` when the reason starts with one of the record's fields
-    /// (`invalid_seq`, `invalid_path`, …); `not_json` for anything else (the line is not a
-    /// JSON object).
-    public static func reasonLabel(_ reason: String) -> String {
-        if reason.hasPrefix("the line is") { return "too_long" }
-        let word = reason.prefix { $0.isLetter }
-        if ["app", "seq", "op", "path", "data", "uid", "reason", "ts"].contains(String(word)), reason.dropFirst(word.count).first.map({ $0 == ":" || $0 == " " }) == true {
-            return "invalid_" + word
-        }
-        return "not_json"
-    }
 }

@@ -25,7 +25,7 @@ public struct LineChecker: Sendable {
     /// watermark moves to the record's `seq`.
     public mutating func check(_ line: IngestLine, source: String) -> Result<ChangeRecord, RecordError> {
         if let length = line.overflow {
-            return .failure(RecordError("the line is \(length) bytes; a record is at most \(maxLineBytes) bytes"))
+            return .failure(RecordError(.tooLong, "the line is \(length) bytes; a record is at most \(maxLineBytes) bytes"))
         }
         return check(line.bytes, source: source)
     }
@@ -72,7 +72,7 @@ public struct LineChecker: Sendable {
     public static func sequenceError(_ seq: Int64, after last: Int64?) -> RecordError? {
         guard let last, seq <= last else { return nil }
         let what = seq == last ? "repeats" : "goes back from"
-        return RecordError("seq \(seq) \(what) the last accepted seq \(last) of this source; seq must increase", seq: seq)
+        return RecordError(.invalidSeq, "seq \(seq) \(what) the last accepted seq \(last) of this source; seq must increase", seq: seq)
     }
 }
 
@@ -102,10 +102,10 @@ public struct CheckedLines: Sendable {
             let (line, record) = accepted[index]
             refused.insert(index)
             let error = RecordError(
-                "seq \(record.seq) was accepted already from this source (through another instance; last accepted \(watermark)): "
+                .invalidSeq, "seq \(record.seq) was accepted already from this source (through another instance; last accepted \(watermark)): "
                     + "a resend is not applied twice", seq: record.seq)
             counts.ingested[line.source, default: 1] -= 1
-            counts.rejected[IngestCounters.reasonLabel(error.reason), default: 0] += 1
+            counts.rejected[error.kind.label, default: 0] += 1
             letters.append(DeadLetter(timestamp: now, source: line.source, position: line.position, reason: error.reason, line: line.bytes))
             if let ack = line.ack, let at = answers.firstIndex(where: { $0.0 === ack }) {
                 answers[at] = (ack, .rejected(seq: record.seq, reason: error.reason))
@@ -118,7 +118,7 @@ public struct CheckedLines: Sendable {
 
     /// Refuses `line` for `error`: dead-lettered, answered, counted.
     public mutating func reject(_ line: IngestLine, _ error: RecordError, now: Int64) {
-        counts.rejected[IngestCounters.reasonLabel(error.reason), default: 0] += 1
+        counts.rejected[error.kind.label, default: 0] += 1
         letters.append(DeadLetter(timestamp: now, source: line.source, position: line.position, reason: error.reason, line: line.bytes))
         if let ack = line.ack { answers.append((ack, .rejected(seq: error.seq, reason: error.reason))) }
     }

@@ -101,7 +101,9 @@ struct ConfigurationDecoder {
             perProvider: Int(concurrency.integer("perProvider", range: 1...65_536, expected: "1 to 65536") ?? 1_024),
             perApp: Int(concurrency.integer("perApp", range: 1...65_536, expected: "1 to 65536") ?? 256),
             caFile: deliverySection.certificateFile("caFile"),
-            connectionsPerHost: Int(deliverySection.integer("connectionsPerHost", range: 1...64, expected: "1 to 64") ?? 4))
+            connectionsPerHost: Int(deliverySection.integer("connectionsPerHost", range: 1...64, expected: "1 to 64") ?? 4),
+            idleTimeout: deliverySection.duration("idleTimeout", range: .seconds(1) ... .seconds(3600)) ?? .seconds(60),
+            maximumOrigins: Int(deliverySection.integer("maximumOrigins", range: 1...65_536, expected: "1 to 65536") ?? 1_024))
 
         let expirySection = root.section("expiry")
         let expiry = ServiceConfiguration.Expiry(

@@ -26,7 +26,7 @@ indirect enum ConfigurationSchema: Sendable {
             "timeout": .leaf(.duration),
             "concurrency": .object(["perProvider": .leaf(.integer), "perApp": .leaf(.integer)]),
             "caFile": .leaf(.string),
-            "connectionsPerHost": .leaf(.integer),
+            "connectionsPerHost": .leaf(.integer), "idleTimeout": .leaf(.duration), "maximumOrigins": .leaf(.integer),
         ]),
         "expiry": .object(["interval": .leaf(.duration)]),
         "instance": .object(["name": .leaf(.string), "mode": .leaf(.string), "shutdownTimeout": .leaf(.duration)]),

@@ -77,6 +77,12 @@ public struct ServiceConfiguration: Sendable {
         /// `delivery.connectionsPerHost`: HTTP/2 connections to each provider host (each
         /// carries many requests at once). Default 4.
         public var connectionsPerHost: Int = 4
+        /// `delivery.idleTimeout`: an HTTP/2 connection with no request for this long is
+        /// closed. Default 60s.
+        public var idleTimeout: Duration = .seconds(60)
+        /// `delivery.maximumOrigins`: HTTP/2 origins (host and port) held at once per transport;
+        /// the least recently used idle one makes room for a new one. Default 1024.
+        public var maximumOrigins: Int = 1_024
     }
 
     public struct Expiry: Sendable, Equatable {

@@ -1,66 +1,62 @@
 import Foundation
 import PushCore
 import PushDelivery
+import PushHTTP
 import PushJOSE
 
 /// The senders of every configured application (FCM and HMS per application, one per
-/// webhook), over one shared HTTP transport that they own: ``shutdown()`` closes it. HTTPS
-/// goes over the HTTP/2 transport (several connections per host, many streams each); `http://`
-/// URLs and hosts that do not agree on HTTP/2 go over async-http-client (HTTP/1.1).
-struct ConfiguredSenders: SenderDirectory {
-    struct Application {
-        var fcm: FCMSender?
-        var hms: HMSSender?
-        var apns: APNsSender?
-        var webpush: WebPushSender?
-        var webhooks: [String: WebhookSender]
-    }
-
-    let applications: [String: Application]
-    let transport: any HTTPTransport
+/// webhook), over the HTTP transports that they own: ``shutdown()`` closes them. HTTPS goes
+/// over the HTTP/2 transport (several connections per host, many streams each); `http://`
+/// URLs and hosts that do not agree on HTTP/2 go over the one HTTP/1.1 transport of the
+/// process (async-http-client), which both HTTP/2 transports share.
+struct ConfiguredSenders {
+    /// Where each notification goes (what the dispatcher is given).
+    let table: SenderTable
+    let transport: HTTP2Transport
     /// Web Push's own transport: its URLs come from subscribers, so it connects only to public
     /// addresses. `nil` when no application sends Web Push under that restriction.
-    let publicTransport: (any HTTPTransport)?
+    let publicTransport: HTTP2Transport?
+    /// HTTP/1.1, behind both.
+    let fallback: HTTP1Transport
 
     /// Reads the service-account files and checks the webhook secrets; throws
     /// ``ConfigurationError`` naming the key at fault.
-    init(_ configuration: ServiceConfiguration, clock: any ServiceClock, counters: DeliveryCounters) async throws {
-        let fallback = try AsyncHTTPTransport(clients: 2, caFile: configuration.delivery.caFile)
-        let transport: HTTP2Transport
+    init(_ configuration: ServiceConfiguration, clock: any ServiceClock, counters: DeliveryCounters, metrics: any MetricsRecorder = NoMetrics()) async throws {
+        let delivery = configuration.delivery
+        let fallback = try HTTP1Transport(caFile: delivery.caFile, idleTimeout: delivery.idleTimeout)
+        var transport: HTTP2Transport?
+        var publicTransport: HTTP2Transport?
         do {
-            transport = try HTTP2Transport(
-                configuration: .init(connectionsPerOrigin: configuration.delivery.connectionsPerHost, caFile: configuration.delivery.caFile),
-                fallback: fallback)
+            let settings = HTTP2Transport.Configuration(
+                connectionsPerOrigin: delivery.connectionsPerHost, caFile: delivery.caFile, idleTimeout: delivery.idleTimeout,
+                maximumOrigins: delivery.maximumOrigins)
+            let shared = try HTTP2Transport(configuration: settings, fallback: fallback, metrics: metrics)
+            transport = shared
+            if configuration.apps.values.contains(where: { $0.webpush.map { !$0.allowPrivateAddresses } ?? false }) {
+                var publicSettings = settings
+                publicSettings.publicAddressesOnly = true
+                publicTransport = try HTTP2Transport(configuration: publicSettings, fallback: fallback, metrics: metrics)
+            }
+            let context = SenderContext(transport: shared, timeout: delivery.timeout, clock: clock, counters: counters)
+            var publicContext = context
+            if let publicTransport { publicContext.transport = publicTransport }
+            table = SenderTable(try Self.applications(configuration, context: context, publicContext: publicContext))
+            self.transport = shared
         } catch {
+            try? await transport?.shutdown()
+            try? await publicTransport?.shutdown()
             try? await fallback.shutdown()
             throw error
         }
-        var publicTransport: HTTP2Transport?
-        do {
-            if configuration.apps.values.contains(where: { $0.webpush.map { !$0.allowPrivateAddresses } ?? false }) {
-                publicTransport = try HTTP2Transport(
-                    configuration: .init(
-                        connectionsPerOrigin: configuration.delivery.connectionsPerHost, caFile: configuration.delivery.caFile, publicAddressesOnly: true),
-                    fallback: try AsyncHTTPTransport(clients: 1, caFile: configuration.delivery.caFile))
-            }
-            let context = SenderContext(transport: transport, timeout: configuration.delivery.timeout, clock: clock, counters: counters)
-            var publicContext = context
-            if let publicTransport { publicContext.transport = publicTransport }
-            applications = try Self.applications(configuration, context: context, publicContext: publicContext)
-        } catch {
-            try? await transport.shutdown()
-            try? await publicTransport?.shutdown()
-            throw error
-        }
-        self.transport = transport
         self.publicTransport = publicTransport
+        self.fallback = fallback
     }
 
     /// - Parameter publicContext: for Web Push senders that must reach public addresses only.
     static func applications(_ configuration: ServiceConfiguration, context: SenderContext, publicContext: SenderContext) throws
-        -> [String: Application]
+        -> [String: ApplicationSenders]
     {
-        var applications: [String: Application] = [:]
+        var applications: [String: ApplicationSenders] = [:]
         let window = configuration.delivery.retry.window.components.seconds
         // One provider token per team and key, shared by the applications that use them: APNs
         // counts token renewals per team, so applications renewing their own would together
@@ -68,7 +64,7 @@ struct ConfiguredSenders: SenderDirectory {
         // (The configuration refuses one key id with two keys.)
         var tokens: [String: APNsProviderToken] = [:]
         for (id, app) in configuration.apps {
-            var prepared = Application(webhooks: [:])
+            var prepared = ApplicationSenders()
             if let apns = app.apns {
                 let key = apns.teamID + "/" + apns.keyID
                 let token: APNsProviderToken
@@ -126,21 +122,11 @@ struct ConfiguredSenders: SenderDirectory {
         return applications
     }
 
-    func sender(for entry: OutboxEntry) -> (any NotificationSender)? {
-        guard let app = applications[entry.app] else { return nil }
-        switch entry.kind {
-        case .mobile: return app.fcm
-        case .huawei: return app.hms
-        case .apns: return app.apns
-        case .webpush: return app.webpush
-        case .webhook: return entry.destination.flatMap { app.webhooks[$0] }
-        }
-    }
-
-    /// Closes the transports (they must be, before the process ends).
+    /// Closes the transports (they must be, before the process ends); again: nothing.
     func shutdown() async throws {
         try? await publicTransport?.shutdown()
-        try await transport.shutdown()
+        try? await transport.shutdown()
+        try await fallback.shutdown()
     }
 }
 

@@ -6,7 +6,8 @@ import PushEngine
 import PushStore
 
 /// The HTTP server: the subscription REST API, `/.well-known/jwks.json`, health and readiness
-/// (``SubscriptionAPI``), and the operator's `/metrics` and `/status` (``Operations``).
+/// (``SubscriptionAPI``), and the operator's `/metrics` and `/status` (``OperationsRoutes``
+/// over ``Operations``).
 struct APIServer {
     let configuration: ServiceConfiguration
     let applications: [String: APIApplication]
@@ -15,6 +16,8 @@ struct APIServer {
     let clock: any ServiceClock
     let jwks: JSON
     let operations: Operations
+    /// `http.operationsToken`: required of `/metrics` and `/status` when set.
+    let operationsToken: Secret?
     /// Learns the port listened on (shared instances publish it).
     let address: AdvertisedAddress
     let limits: ConnectionLimits
@@ -25,7 +28,7 @@ struct APIServer {
         let api = SubscriptionAPI(
             store: store, applications: applications, clock: clock, index: index, jwks: jwks, readiness: operations, logger: logger)
         let router = api.router()
-        operations.addRoutes(to: router)
+        OperationsRoutes(report: operations, token: operationsToken?.value).add(to: router)
         let (logger, address, http, onListening) = (self.logger, self.address, configuration.http, self.onListening)
         return Application(
             router: router,

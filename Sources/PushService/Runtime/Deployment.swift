@@ -12,9 +12,9 @@ import ServiceLifecycle
 ///
 /// | `store` | `instance.mode` | deployment |
 /// |---|---|---|
-/// | `sqlite` | `single` (the only one) | ``SingleInstance`` |
-/// | `postgres` | `single` | ``SingleInstance`` (holds the database alone) |
-/// | `postgres` | `shared` (default) | ``SharedInstance`` (one of several) |
+/// | `sqlite` | `single` (the only one) | ``SingleDeployment`` |
+/// | `postgres` | `single` | ``SingleDeployment`` (holds the database alone) |
+/// | `postgres` | `shared` (default) | ``SharedDeployment`` (one of several) |
 protocol Deployment: Sendable {
     /// The store, with every protocol the service runs on.
     var store: any RuntimeStore { get }
@@ -40,7 +40,7 @@ enum Deployments {
             // Locked before it is migrated or read: a second `run` on the file stops here.
             try SQLiteFiles.prepare(path)
             let lock = try SQLiteFiles.lock(path)
-            return SingleInstance(sqlite: try SQLiteStore(path: path), lock: lock)
+            return SingleDeployment(sqlite: try SQLiteStore(path: path), lock: lock)
         case (.postgres(let url), .single):
             let store = try await PostgresStore.open(url: url, logger: logger)
             do {
@@ -60,7 +60,7 @@ enum Deployments {
                 store.close()
                 throw error
             }
-            return SingleInstance(postgres: store, instance: configuration.instanceName, machine: configuration.machineName)
+            return SingleDeployment(postgres: store, instance: configuration.instanceName, machine: configuration.machineName)
         case (.postgres(let url), .shared):
             let store = try await PostgresStore.open(url: url, logger: logger)
             do {
@@ -73,7 +73,7 @@ enum Deployments {
                 store.close()
                 throw error
             }
-            return SharedInstance(
+            return SharedDeployment(
                 store: store, instance: configuration.instanceName, machine: configuration.machineName, configuredAddress: configuration.http.advertised)
         }
     }

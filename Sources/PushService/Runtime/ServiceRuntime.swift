@@ -75,11 +75,11 @@ public struct ServiceRuntime: Sendable {
         let observability = Observability(configuration: configuration, clock: clock)
         let deliveries = DeliveryCounters(metrics: observability.metrics, clock: clock)
         let ingestCounters = IngestCounters(metrics: observability.metrics)
-        let senders = try await ConfiguredSenders(configuration, clock: clock, counters: deliveries)
+        let senders = try await ConfiguredSenders(configuration, clock: clock, counters: deliveries, metrics: observability.metrics)
         // The senders hold the HTTP clients: they are shut down however the run ends.
         func serve() async throws {
             let dispatcher = Dispatcher(
-                store: store, senders: senders, configuration: configuration.delivery.dispatcher(claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart),
+                store: store, senders: senders.table, configuration: configuration.delivery.dispatcher(claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart),
                 notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries, logger: logger)
             let stored = try await store.checkpoints()
             let trees = deployment.treeView(clock: clock)
@@ -107,8 +107,8 @@ public struct ServiceRuntime: Sendable {
                 jwks: Self.publishedKeys(serviceKeys: serviceKeys, applications: applications),
                 operations: Operations(
                     instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,
-                    ingest: ingestCounters, cluster: processing.cluster, token: configuration.http.operationsToken),
-                address: parts.address, limits: tuning.connectionLimits, onListening: onListening, logger: logger
+                    ingest: ingestCounters, cluster: processing.cluster),
+                operationsToken: configuration.http.operationsToken, address: parts.address, limits: tuning.connectionLimits, onListening: onListening, logger: logger
             ).application()
 
             // A graceful shutdown stops services in reverse order: the API, then the sources (no

@@ -1,7 +1,8 @@
 import Foundation
 import NIOCore
 import PushCore
-@testable import PushDelivery
+@testable import PushHTTP
+import PushFakes
 import PushTestSupport
 import Synchronization
 import Testing
@@ -69,13 +70,13 @@ struct RequestTargetTests {
 
 /// The HTTP/2 transport against real servers: nghttpd (nghttp2's reference server) and nginx
 /// (the shared benchmark's fake FCM, which answers before it reads a request's body).
-@Suite("HTTP/2 transport against nghttpd and nginx", .serialized, .enabled(if: HTTP2TestServer.enabled))
+@Suite("HTTP/2 transport against nghttpd and nginx", .processLevel, .serialized, .enabled(if: HTTP2TestServer.enabled))
 struct HTTP2TransportTests {
     static let ca = ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path
 
     static func transport(connections: Int = 2) throws -> HTTP2Transport {
         try HTTP2Transport(
-            configuration: .init(connectionsPerOrigin: connections, caFile: ca), fallback: try AsyncHTTPTransport(clients: 1, caFile: ca))
+            configuration: .init(connectionsPerOrigin: connections, caFile: ca), fallback: try HTTP1Transport(caFile: ca), ownsFallback: true)
     }
 
     /// Sends `count` requests, `concurrency` at a time, each through `send`; returns each
@@ -171,23 +172,6 @@ struct HTTP2TransportTests {
         print("nginx: 20,000 requests, longest \(longest)")
     }
 
-    @Test("nginx closing each connection with GOAWAY after 500 requests: every request answered (lost ones resent at once), connections replaced")
-    func goAway() async throws {
-        let server = try HTTP2TestServer.nginx(requestsPerConnection: 500)
-        defer { server.stop() }
-        let transport = try Self.transport(connections: 2)
-        let counters = DeliveryCounters()
-        let context = SenderContext(transport: transport, timeout: .seconds(10), clock: SystemClock(), counters: counters)
-        let url = server.url + "/v1/projects/p/messages:send"
-        let (results, _) = await Self.burst(count: 3_000, concurrency: 150) { _ throws(TransportError) in
-            try await context.send(OutgoingRequest(url: url, headers: [], body: Array("{}".utf8)), provider: "fcm")
-        }
-        try await transport.shutdown()
-        let failures = results.values.compactMap { result -> TransportError? in if case .failure(let error) = result { error } else { nil } }
-        #expect(failures.isEmpty, "\(failures.count) failed, e.g. \(failures.prefix(3))")
-        print("GOAWAY every 500 requests: 3,000 answered, \(counters.resends(provider: "fcm")) resent")
-    }
-
     @Test("a server that does not agree on h2 (nginx without http2): requests go over HTTP/1.1, answered")
     func fallback() async throws {
         let server = try HTTP2TestServer.nginx(http2: false)
@@ -219,57 +203,75 @@ struct HTTP2TransportTests {
         try await transport.shutdown()
     }
 
-    @Test("a stream the server never answers fails at its deadline as a timeout (not lost, not resent); the 50 beside it on the same connections are answered at once")
-    func stalledStream() async throws {
-        let fakes = try await FakeProviders.start(tls: true)
-        defer { Task { await fakes.stop() } }
-        fakes.script("stalled-device", [.slow(.seconds(30), then: .normal)])
-        let transport = try Self.transport(connections: 1)
-        let counters = DeliveryCounters()
-        let context = SenderContext(transport: transport, timeout: .seconds(1), clock: SystemClock(), counters: counters)
-        let sender = FCMSender(key: fakes.serviceAccount, endpoint: fakes.fcmEndpoint, context: context)
-        func notification(_ token: String) -> StoredNotification {
-            StoredNotification(
-                id: 1,
-                entry: OutboxEntry(
-                    app: "toto", subscriptionHandle: 1, subscriptionID: "s", kind: .mobile, target: token, destination: nil, notification: .value,
-                    payload: Array(#"{"s":"OK","t":"value"}"#.utf8), recordSeq: 1),
-                createdAt: 0, nextAttemptAt: 0, attempts: 0)
+    /// Waits until `condition` holds, up to `limit`; whether it did.
+    static func eventually(within limit: Duration, _ condition: () -> Bool) async -> Bool {
+        let end = ContinuousClock.now + limit
+        while ContinuousClock.now < end {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(50))
         }
-        // The access token and the connection first, so that every send below is one request.
-        // (A loaded machine may take longer than the 1 s deadline for the first handshakes:
-        // what they set up stays for the next try.)
-        var warmUp = await sender.send(notification("warm-up"), now: 0)
-        for _ in 0..<30 {
-            if case .delivered = warmUp { break }
-            warmUp = await sender.send(notification("warm-up"), now: 0)
+        return condition()
+    }
+
+    @Test("40 origins used once: their connections are closed after the idle time, as the server sees it, and the origins forgotten")
+    func idleOriginsClosed() async throws {
+        let server = try HTTP2TestServer.nginx(ports: 40)
+        defer { server.stop() }
+        let transport = try HTTP2Transport(
+            configuration: .init(connectionsPerOrigin: 4, caFile: Self.ca, idleTimeout: .milliseconds(700)), fallback: try HTTP1Transport(caFile: Self.ca),
+            ownsFallback: true)
+        for port in server.ports {
+            let answer = try await transport.send(
+                OutgoingRequest(url: "https://127.0.0.1:\(port)/v1/projects/p/messages:send", headers: [], body: Array("{}".utf8)), timeout: .seconds(10))
+            #expect(answer.status == 200)
         }
-        guard case .delivered = warmUp else {
-            Issue.record("the first send: \(warmUp)")
-            return
-        }
-        let start = ContinuousClock.now
-        async let stalled = sender.send(notification("stalled-device"), now: 0)
-        let others = await withTaskGroup(of: (DeliveryOutcome, Duration).self) { group in
-            for index in 0..<50 {
-                group.addTask {
-                    let began = ContinuousClock.now
-                    return (await sender.send(notification("device-\(index)"), now: 0), ContinuousClock.now - began)
-                }
-            }
-            return await group.reduce(into: []) { $0.append($1) }
-        }
-        let outcome = await stalled
-        let took = ContinuousClock.now - start
-        guard case .retry(let reason, _, _) = outcome else {
-            Issue.record("the stalled send: \(outcome)")
-            return
-        }
-        #expect(reason.contains("deadline"), "\(reason)")
-        #expect(took >= .seconds(1) && took < .seconds(10), "\(took)")
-        #expect(counters.resends(provider: "fcm") == 0)
-        #expect(others.allSatisfy { if case .delivered = $0.0 { true } else { false } }, "\(others.map(\.0).prefix(3))")
-        #expect(others.allSatisfy { $0.1 < .seconds(1) }, "\(others.map(\.1).max() ?? .zero)")
+        #expect(transport.held.origins == 40)
+        #expect(transport.held.connections == 40)
+        #expect(await Self.eventually(within: .seconds(5)) { server.establishedConnections == 40 }, "\(server.establishedConnections) open at the server")
+        // The pool's own timer closes them: nothing is asked of it here.
+        let closed = await Self.eventually(within: .seconds(10)) { server.establishedConnections == 0 }
+        #expect(closed, "\(server.establishedConnections) connections still open at the server")
+        #expect(transport.held.origins == 0)
+        #expect(transport.held.connections == 0)
+        #expect(transport.closedConnections.idle == 40)
+        // Used again: a new connection, answered.
+        let again = try await transport.send(
+            OutgoingRequest(url: "https://127.0.0.1:\(server.ports[0])/v1/projects/p/messages:send", headers: [], body: Array("{}".utf8)), timeout: .seconds(10))
+        #expect(again.status == 200)
         try await transport.shutdown()
+    }
+
+    @Test("the bound on origins holds under 1,000 distinct origins (nothing listening on them), and the origins that answer still do")
+    func boundedOrigins() async throws {
+        let server = try HTTP2TestServer.nginx(ports: 20)
+        defer { server.stop() }
+        let transport = try HTTP2Transport(
+            configuration: .init(connectionsPerOrigin: 2, caFile: Self.ca, maximumOrigins: 16), fallback: try HTTP1Transport(caFile: Self.ca),
+            ownsFallback: true)
+        var highest = 0
+        var kinds: [String: Int] = [:]
+        for index in 0..<1_000 {
+            // Ports above the servers' that nothing listens on: refused at once, one origin each.
+            let port = 40_000 + index
+            if server.ports.contains(port) { continue }
+            do throws(TransportError) {
+                _ = try await transport.send(OutgoingRequest(url: "https://127.0.0.1:\(port)/v1", headers: [], body: []), timeout: .seconds(5))
+            } catch {
+                kinds[error.kind.description, default: 0] += 1
+            }
+            highest = max(highest, transport.held.origins)
+        }
+        #expect(highest <= 16, "\(highest) origins held")
+        #expect(kinds["connect", default: 0] > 900, "\(kinds)")
+        for port in server.ports {
+            let answer = try await transport.send(
+                OutgoingRequest(url: "https://127.0.0.1:\(port)/v1/projects/p/messages:send", headers: [], body: Array("{}".utf8)), timeout: .seconds(10))
+            #expect(answer.status == 200)
+            #expect(transport.held.origins <= 16)
+        }
+        #expect(await Self.eventually(within: .seconds(5)) { server.establishedConnections <= 16 }, "\(server.establishedConnections) open at the server")
+        #expect(transport.closedConnections.evicted >= 4, "the least recently used answered origins made room")
+        try await transport.shutdown()
+        #expect(await Self.eventually(within: .seconds(5)) { server.establishedConnections == 0 }, "\(server.establishedConnections) open after the shutdown")
     }
 }

@@ -6,7 +6,7 @@ import PushStore
 /// the shared inbox (``InboxIntake``); it holds a fair share of the applications' leases
 /// (``LeaseKeeper``) and processes their records (``ApplicationOwner``); signals wake it
 /// (``ClusterListener``) and the others (``SharedOutbox``).
-struct SharedInstance: Deployment {
+struct SharedDeployment: Deployment {
     let shared: any SharedStore
     let instance: String
     /// What a queue file's checkpoint is filed under (``ServiceConfiguration/machineName``).

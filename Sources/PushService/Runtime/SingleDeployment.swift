@@ -5,7 +5,7 @@ import PushStore
 
 /// This process alone on its store (SQLite, or PostgreSQL held alone): it loads every tree at
 /// start and processes every record itself (``Ingestor``).
-struct SingleInstance: Deployment {
+struct SingleDeployment: Deployment {
     let store: any RuntimeStore
     let instance: String
     /// On PostgreSQL, checkpoints are filed under the instance's name, as shared instances file

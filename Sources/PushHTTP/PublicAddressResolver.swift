@@ -35,7 +35,7 @@ enum PublicAddressResolver {
         var list: UnsafeMutablePointer<addrinfo>?
         let status = getaddrinfo(host, String(port), &hints, &list)
         guard status == 0, let first = list else {
-            throw Refused(description: "cannot resolve \(AnswerClassifier.bounded(host, 100)) (getaddrinfo \(status))")
+            throw Refused(description: "cannot resolve \(host.prefix(100)) (getaddrinfo \(status))")
         }
         defer { freeaddrinfo(first) }
         var refused = 0
@@ -59,6 +59,6 @@ enum PublicAddressResolver {
             }
         }
         throw Refused(
-            description: "\(AnswerClassifier.bounded(host, 100)) resolves only to addresses that are not public (\(refused) loopback, private or reserved): not connected")
+            description: "\(host.prefix(100)) resolves only to addresses that are not public (\(refused) loopback, private or reserved): not connected")
     }
 }

@@ -3,7 +3,7 @@ import ArgumentParser
 /// The `pushdispatch` executable: argument parsing and calls into PushService (and PushDemo
 /// for `demo`), nothing else. Benchmarks are `pushdispatch-bench`.
 @main
-struct PushDispatch: AsyncParsableCommand {
+struct PushDispatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushdispatch",
         abstract: "Push-notification dispatcher for realtime JSON-tree databases.",

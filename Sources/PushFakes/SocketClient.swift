@@ -11,7 +11,8 @@ public func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) as
     }
 }
 
-/// A client of the Unix-socket source, on a real socket.
+/// A client of the Unix-socket source, on a real socket: the demo's database feeding change
+/// records, and the tests'.
 public final class SocketClient: @unchecked Sendable {
     // @unchecked Sendable: a test uses one client from one thread at a time.
     public let descriptor: Int32

@@ -1,0 +1,73 @@
+import HTTPTypes
+import Hummingbird
+import NIOCore
+import PushCore
+
+/// What the operator's endpoints read: the service's metrics as Prometheus text and its
+/// status document (SPEC §11.13).
+public protocol OperationsReport: Sendable {
+    /// The Prometheus text exposition, gauges read now.
+    func metrics() async -> [UInt8]
+    /// The `/status` document.
+    func status() async -> JSON
+}
+
+/// `/metrics` and `/status`, behind the operations token when one is configured.
+public struct OperationsRoutes: Sendable {
+    let report: any OperationsReport
+    /// `http.operationsToken`: required of `/metrics` and `/status` when set.
+    let token: String?
+
+    public init(report: any OperationsReport, token: String?) {
+        self.report = report
+        self.token = token
+    }
+
+    public func add(to router: Router<BasicRequestContext>) {
+        router.get("metrics") { request, _ in
+            if let refusal = refusal(request) { return refusal }
+            let text = await report.metrics()
+            var headers = HTTPFields()
+            headers[.contentType] = "text/plain; version=0.0.4; charset=utf-8"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: text)))
+        }
+        router.get("status") { request, _ in
+            if let refusal = refusal(request) { return refusal }
+            var writer = JSONWriter(capacity: 2048)
+            writer.write(await report.status())
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+        }
+    }
+
+    /// A 401 unless the request carries the operations token (when one is configured). The
+    /// comparison takes the same time wherever the tokens differ.
+    func refusal(_ request: Request) -> Response? {
+        guard let token else { return nil }
+        let given = request.headers[.authorization].flatMap { value -> Substring? in
+            guard value.count > 7, value.prefix(7).lowercased() == "bearer " else { return nil }
+            return value.dropFirst(7)
+        }
+        if let given, Self.same(Array(given.utf8), Array(token.utf8)) { return nil }
+        let message =
+            given == nil
+            ? "this endpoint needs the operations token: Authorization: Bearer <http.operationsToken>"
+            : "the operations token is not the one configured (http.operationsToken)"
+        var headers = HTTPFields()
+        headers[.contentType] = "application/json"
+        headers[.wwwAuthenticate] = given == nil ? "Bearer realm=\"pushdispatch-operations\"" : "Bearer realm=\"pushdispatch-operations\", error=\"invalid_token\""
+        var writer = JSONWriter(capacity: 256)
+        writer.write(["error": "unauthorized", "message": .string(message)] as JSON)
+        return Response(status: .unauthorized, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+    }
+
+    /// Equal bytes, compared in a time that depends on the lengths only.
+    static func same(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        var difference = UInt8(truncatingIfNeeded: a.count ^ b.count)
+        for index in 0..<max(a.count, b.count) {
+            difference |= (index < a.count ? a[index] : 0) ^ (index < b.count ? b[index] : 0)
+        }
+        return difference == 0 && a.count == b.count
+    }
+}
