@@ -71,11 +71,14 @@ struct ApplicationOwnerTests {
         #expect(try await F.inbox(a.store) == [1, 2])
         #expect(try await a.store.tree(app: "toto").journal.isEmpty)
         #expect(try await a.store.subscriptions(handles: [kept, revoked]).keys.sorted() == [kept, revoked])
+        // What the batch would have done to A's index was not applied: u2 is still there.
+        #expect(F.indexed(a.registry, [kept, revoked]) == [kept, revoked])
 
         #expect(await b.process())
         let outbox = try await F.outbox(b.store)
         #expect(outbox.map { $0.split(separator: "|").prefix(2).joined(separator: "|") } == ["1|\(revoked)", "2|\(kept)"])
         #expect(outbox.first?.hasSuffix(#"{"t":"revoke","r":"disabled","app":"toto","sp":"/a"}"#) == true)
         #expect(try await b.store.subscriptions(handles: [kept, revoked]).keys.sorted() == [kept])
+        #expect(F.indexed(b.registry, [kept, revoked]) == [kept])
     }
 }

@@ -93,6 +93,16 @@ struct EngineFixture {
         }
     }
 
+    /// The subscriptions a batch's operations are for, in order.
+    static func handles(_ batch: CommitBatch) -> [Int64] {
+        batch.operations.map { operation in
+            switch operation {
+            case .notify(let entry): entry.subscriptionHandle
+            case .revoke(let handle, _, _): handle
+            }
+        }
+    }
+
     /// The `seq` of each waiting record of the inbox, in order.
     static func inbox(_ store: some ClusterStore, app: String = "toto") async throws -> [Int64] {
         try await store.inbox(app: app, limit: 100).map { try ChangeRecord.parse($0.line).seq }

@@ -103,7 +103,7 @@ public struct ApplicationOwner: Service {
         if !records.isEmpty { try await registry.sync() }
         let now = clock.now
         let prepared = try await holding.engine.prepare(Self.lines(records, now: now), now: now, admitting: admitting)
-        if records.isEmpty && prepared.batch.isEmpty { return true }
+        if records.isEmpty && prepared.batch.isEmpty && prepared.effects.isEmpty { return true }
         let fence = LeaseFence(app: app, token: token, holder: leases.instance, consumed: records.map(\.id))
         let snapshots = SnapshotWriter(store: store, logger: logger)
         for snapshot in try await writer.commit(prepared, { try await store.commit($0, fence: fence) }) {
