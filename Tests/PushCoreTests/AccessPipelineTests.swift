@@ -35,14 +35,19 @@ struct AccessPipelineTests {
         for line in lines {
             let record = try ChangeRecord.parse(Array(line.utf8))
             let notices = try await pipeline.process(record, lookup: store, directory: store, now: 0).notices
-            results.append(notices.map { notice in
-                switch notice.event.body {
-                case .revoke(let reason): "\(notice.subscription.handle!):revoke(\(reason.rawValue))"
-                default: "\(notice.subscription.handle!):\(NotificationKind(notice.event).rawValue)"
-                }
-            })
+            results.append(describe(notices))
         }
         return results
+    }
+
+    /// `handle:body` of each notice.
+    static func describe(_ notices: [Notice]) -> [String] {
+        notices.map { notice in
+            switch notice.event.body {
+            case .revoke(let reason): "\(notice.subscription.handle ?? 0):revoke(\(reason.rawValue))"
+            default: "\(notice.subscription.handle ?? 0):\(NotificationKind(notice.event).rawValue)"
+            }
+        }
     }
 
     static let members = #"{"members":{"r1":{"alice":true,"bob":true}},"rooms":{"r1":{"title":"Lunch"}}}"#
@@ -110,5 +115,37 @@ struct AccessPipelineTests {
         index.forget(7 * 50 + 3 + 1)
         #expect(index.affected(app: "toto", path: Path(uncheckedKeys: ["members", "r7", "u3"])).isEmpty)
         #expect(index.count == 9_999)
+    }
+
+    @Test("staging leaves the lookup as it was: later records see what earlier ones did through the overlay, the lookup once it is applied")
+    func effectsAreValues() async throws {
+        let store = InMemorySubscriptions([
+            Self.subscription(1, "/rooms/r1", uid: "alice"), Self.subscription(2, "/rooms/r1", uid: "bob"), Self.subscription(3, "/rooms/r1", uid: "carol"),
+        ])
+        var pipeline = RecordPipeline(settings: { _ in PipelineSettings(maxWeight: 1 << 20, rules: Self.membership) })
+        pipeline.processor.setTree(DataTree(root: try JSONParser.parse(Array(Self.members.utf8))), app: "toto")
+        var overlay = IndexOverlay()
+        var results: [[String]] = []
+        for line in [
+            // Never evaluated: Alice and Bob are admitted, Carol revoked.
+            #"{"seq":1,"app":"toto","op":"put","path":"/rooms/r1/title","data":"Dinner"}"#,
+            // What Alice's admission read changes: she is evaluated again, and revoked.
+            #"{"seq":2,"app":"toto","op":"put","path":"/members/r1/alice","data":null}"#,
+            #"{"seq":3,"app":"toto","op":"put","path":"/rooms/r1/title","data":"Supper"}"#,
+        ] {
+            let staged = try await pipeline.stage(try ChangeRecord.parse(Array(line.utf8)), lookup: store, directory: store, overlay: &overlay, now: 0)
+            results.append(Self.describe(staged.notices.resolve(try await store.subscriptions(handles: staged.notices.handles))))
+        }
+        #expect(results == [["1:value", "2:value", "3:revoke(permission_denied)"], ["1:revoke(permission_denied)"], ["2:value"]])
+        #expect(overlay.effects.forgottenHandles == [3, 1])
+        #expect(overlay.effects.admitted.map(\.handle) == [1, 2])
+        #expect(store.under(app: "toto", path: .root).map(\.handle).sorted() == [1, 2, 3])
+        #expect(!store.isAdmitted(1) && !store.isAdmitted(2))
+
+        store.apply(overlay.effects)
+        #expect(store.under(app: "toto", path: .root).map(\.handle) == [2])
+        #expect(store.isAdmitted(2))
+        #expect(!store.isAdmitted(1))
+        #expect(store.accessEntry(2)?.reads.map(\.string) == ["/members/r1/bob"])
     }
 }

@@ -33,9 +33,14 @@ public final class InMemorySubscriptions: SubscriptionLookup, SubscriptionDirect
         state.withLock { $0.index.under(app: app, path: path) }
     }
 
-    public func forget(app: String, _ matches: [IndexMatch]) {
+    public func apply(_ effects: IndexEffects) {
+        guard !effects.isEmpty else { return }
         state.withLock { state in
-            for match in matches {
+            // Admissions first: a subscription is never admitted after it was forgotten.
+            for admission in effects.admitted where state.byHandle[admission.handle] != nil {
+                state.access.admit(admission.handle, app: admission.app, path: admission.path, auth: admission.auth, reads: admission.reads)
+            }
+            for (app, match) in effects.forgotten {
                 state.index.remove(app: app, path: match.path, handle: match.handle)
                 state.byHandle[match.handle] = nil
                 state.access.forget(match.handle)
@@ -63,6 +68,7 @@ public final class InMemorySubscriptions: SubscriptionLookup, SubscriptionDirect
         state.withLock { $0.access.isAdmitted(handle) }
     }
 
+    /// Records an evaluation that allowed a subscription (tests: subscriptions admitted at start).
     public func admit(_ handle: Int64, app: String, path: Path, auth: JSON, reads: [Path]) {
         state.withLock { $0.access.admit(handle, app: app, path: path, auth: auth, reads: reads) }
     }

@@ -12,7 +12,9 @@ public struct IndexMatch: Sendable, Hashable {
 }
 
 /// Where the record pipeline finds subscriptions: the in-memory index, kept in step with the
-/// store (the service's registry, or the subscriptions `replay` reads).
+/// store (the service's registry, or the subscriptions `replay` reads). Staging reads it and
+/// changes nothing: what records do to it comes back as ``IndexEffects``, applied once their
+/// batch committed.
 public protocol SubscriptionLookup: Sendable {
     /// The subscriptions a write at (app, path) concerns: at, above and below the path
     /// (SPEC §6).
@@ -20,10 +22,6 @@ public protocol SubscriptionLookup: Sendable {
 
     /// The subscriptions at or below `path`.
     func under(app: String, path: Path) -> [IndexMatch]
-
-    /// Forgets subscriptions a record revoked, before their removal is committed, so that the
-    /// records after it do not reach them (their read access too).
-    func forget(app: String, _ matches: [IndexMatch])
 
     // Read access (SPEC §12.5): see ``AccessIndex``.
 
@@ -37,8 +35,10 @@ public protocol SubscriptionLookup: Sendable {
     /// Whether a subscription's access was evaluated against the data it now sees.
     func isAdmitted(_ handle: Int64) -> Bool
 
-    /// Records an evaluation that allowed a subscription.
-    func admit(_ handle: Int64, app: String, path: Path, auth: JSON, reads: [Path])
+    /// Applies what staged records did (``IndexEffects``), once their batch committed: the
+    /// subscriptions they revoked are forgotten (their read access too), the admissions
+    /// recorded.
+    func apply(_ effects: IndexEffects)
 }
 
 /// The stored subscriptions, by handle: what payloads need beyond the index (kind, format,

@@ -66,58 +66,72 @@ public struct RecordPipeline: Sendable {
         }
     }
 
-    /// Applies one record; returns whether it changed its tree and its notices, in delivery
-    /// order (by subscription id, byte order). Throws only when the directory cannot be read;
-    /// then nothing changed, and the caller may apply the record again.
+    /// Applies one record, its effects on the index included (there is no batch to commit:
+    /// `replay`, tests); returns whether it changed its tree and its notices, in delivery order
+    /// (by subscription id, byte order). Throws only when the directory cannot be read; then
+    /// nothing changed, and the caller may apply the record again.
     public mutating func process(
         _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, now: Int64, sourceBytes: Int? = nil
     ) async throws -> (changedTree: Bool, notices: [Notice]) {
-        let staged = try await stage(record, lookup: lookup, directory: directory, resolving: true, now: now, sourceBytes: sourceBytes)
+        var overlay = IndexOverlay()
+        let staged = try await stage(
+            record, lookup: lookup, directory: directory, overlay: &overlay, resolving: true, now: now, sourceBytes: sourceBytes)
+        lookup.apply(overlay.effects)
         return (staged.changedTree, staged.notices.resolve([:]))
     }
 
-    /// ``stage(_:lookup:directory:resolving:now:sourceBytes:)`` for a write whose application's
-    /// rules read no data (nothing to read from the directory), without suspending: `nil` for
-    /// any other record, which goes through `stage`.
-    public mutating func stageWrite(_ record: ChangeRecord, lookup: some SubscriptionLookup, sourceBytes: Int? = nil) -> Staged? {
+    /// ``stage(_:lookup:directory:overlay:resolving:now:sourceBytes:)`` for a write whose
+    /// application's rules read no data (nothing to read from the directory), without
+    /// suspending: `nil` for any other record, which goes through `stage`.
+    public mutating func stageWrite(
+        _ record: ChangeRecord, lookup: some SubscriptionLookup, overlay: inout IndexOverlay, sourceBytes: Int? = nil
+    ) -> Staged? {
         guard case .write(let write) = record.operation else { return nil }
         let settings = settings(record.app)
         if let rules = settings.rules, rules.readsData { return nil }
-        let effects = processor.effects(of: write, app: record.app, lookup: lookup, settings: settings, sourceBytes: sourceBytes)
+        let effects = processor.effects(
+            of: write, app: record.app, concerned: { overlay.concerned(app: record.app, path: write.path, in: lookup) }, settings: settings,
+            sourceBytes: sourceBytes)
         var pending = PendingNotices()
         if !effects.events.isEmpty {
             pending.events = effects.events.map { (handle: $0.0.handle, event: $0.1) }
             let revoked = effects.events.filter { if case .revoke = $0.1.body { return true } else { return false } }.map(\.0)
-            if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
+            if !revoked.isEmpty { overlay.forget(app: record.app, revoked) }
         }
         let changed = !effects.changed.isEmpty
         if changed { processor.setTree(effects.after, app: record.app) }
         return Staged(changedTree: changed, notices: pending)
     }
 
-    /// Applies one record. A write's notices are left unresolved unless `resolving`; the
-    /// directory is read (before anything changes: if it throws, nothing did) for a revocation
-    /// record, for a write when `resolving`, and for the claims of subscriptions whose read
-    /// access a write must check first. `now` (milliseconds since the epoch) is the rules' `now`.
+    /// Applies one record to the trees; what it does to the index goes into `overlay` (the
+    /// records after it see it there; its ``IndexOverlay/effects`` are applied once the batch
+    /// committed). A write's notices are left unresolved unless `resolving`; the directory is
+    /// read (before anything changes: if it throws, nothing did, `overlay` included, unless
+    /// `resolving`) for a revocation record, for a write when `resolving`, and for the claims of
+    /// subscriptions whose read access a write must check first. `now` (milliseconds since the
+    /// epoch) is the rules' `now`.
     ///
     /// `sourceBytes` is the length of the line the record was read from, when known: it bounds
     /// the weight of what a put writes (``RecordProcessor/effects(of:app:lookup:settings:sourceBytes:)``).
     public mutating func stage(
-        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, resolving: Bool = false, now: Int64,
-        sourceBytes: Int? = nil
+        _ record: ChangeRecord, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory, overlay: inout IndexOverlay,
+        resolving: Bool = false, now: Int64, sourceBytes: Int? = nil
     ) async throws -> Staged {
-        if !resolving, let staged = stageWrite(record, lookup: lookup, sourceBytes: sourceBytes) { return staged }
+        if !resolving, let staged = stageWrite(record, lookup: lookup, overlay: &overlay, sourceBytes: sourceBytes) { return staged }
         var changedTree = false
         var pending = PendingNotices()
         switch record.operation {
         case .write(let write):
             let settings = settings(record.app)
-            let effects = processor.effects(of: write, app: record.app, lookup: lookup, settings: settings, sourceBytes: sourceBytes)
+            let effects = processor.effects(
+                of: write, app: record.app, concerned: { overlay.concerned(app: record.app, path: write.path, in: lookup) }, settings: settings,
+                sourceBytes: sourceBytes)
             let after = effects.after
             let changed = !effects.changed.isEmpty
             var events = effects.events
             if changed, let rules = settings.rules, rules.readsData {
-                events = try await Self.checkingAccess(effects, app: record.app, rules: rules, lookup: lookup, directory: directory, now: now)
+                events = try await Self.checkingAccess(
+                    effects, app: record.app, rules: rules, lookup: lookup, overlay: &overlay, directory: directory, now: now)
             }
             changedTree = changed
             if !events.isEmpty {
@@ -131,11 +145,11 @@ public struct RecordPipeline: Sendable {
                     pending.events = events.map { (handle: $0.0.handle, event: $0.1) }
                 }
                 let revoked = events.filter { if case .revoke = $0.1.body { return true } else { return false } }.map(\.0)
-                if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
+                if !revoked.isEmpty { overlay.forget(app: record.app, revoked) }
             }
             if changed { processor.setTree(after, app: record.app) }
         case .revoke(let path, let uid, let reason):
-            let candidates = lookup.under(app: record.app, path: path ?? .root)
+            let candidates = overlay.under(app: record.app, path: path ?? .root, in: lookup)
             if !candidates.isEmpty {
                 let stored = try await directory.subscriptions(handles: candidates.map(\.handle))
                 var revoked: [IndexMatch] = []
@@ -145,7 +159,7 @@ public struct RecordPipeline: Sendable {
                     pending.resolved.append(
                         Notice(subscription: subscription, event: Event(app: record.app, path: subscription.path.string, body: .revoke(reason))))
                 }
-                if !revoked.isEmpty { lookup.forget(app: record.app, revoked) }
+                if !revoked.isEmpty { overlay.forget(app: record.app, revoked) }
             }
         }
         return Staged(changedTree: changedTree, notices: pending)
@@ -155,19 +169,20 @@ public struct RecordPipeline: Sendable {
     /// after it (SPEC §12.5): the admitted subscriptions whose evaluation read a value the
     /// write changed, and the subscriptions it concerns that were never evaluated against this
     /// data (created meanwhile). A denied one is revoked with `permission_denied` instead of
-    /// receiving the record's event; an allowed one is admitted with what its evaluation read.
+    /// receiving the record's event; an allowed one is admitted with what its evaluation read
+    /// (into `overlay`, after the directory was read: if that throws, `overlay` is unchanged).
     static func checkingAccess(
-        _ effects: WriteEffects, app: String, rules: ReadRules, lookup: some SubscriptionLookup, directory: some SubscriptionDirectory,
-        now: Int64
+        _ effects: WriteEffects, app: String, rules: ReadRules, lookup: some SubscriptionLookup, overlay: inout IndexOverlay,
+        directory: some SubscriptionDirectory, now: Int64
     ) async throws -> [(IndexMatch, Event)] {
         var candidates: [Int64: Path] = [:]
         for target in effects.changed {
-            for handle in lookup.accessAffected(app: app, path: target) {
-                if let entry = lookup.accessEntry(handle) { candidates[handle] = entry.path }
+            for handle in overlay.accessAffected(app: app, path: target, in: lookup) {
+                if let entry = overlay.accessEntry(handle, in: lookup) { candidates[handle] = entry.path }
             }
         }
         var unadmitted: [Int64] = []
-        for (match, _) in effects.events where !lookup.isAdmitted(match.handle) && candidates[match.handle] == nil {
+        for (match, _) in effects.events where !overlay.isAdmitted(match.handle, in: lookup) && candidates[match.handle] == nil {
             unadmitted.append(match.handle)
             candidates[match.handle] = match.path
         }
@@ -177,7 +192,7 @@ public struct RecordPipeline: Sendable {
         var denied: [(handle: Int64, path: Path)] = []
         for (handle, path) in candidates.sorted(by: { $0.key < $1.key }) {
             let auth: JSON
-            if let entry = lookup.accessEntry(handle) {
+            if let entry = overlay.accessEntry(handle, in: lookup) {
                 auth = entry.auth
             } else if let subscription = stored[handle] {
                 auth = ReadRules.auth(uid: subscription.uid, claims: subscription.auth)
@@ -186,7 +201,7 @@ public struct RecordPipeline: Sendable {
             }
             let decision = rules.evaluate(path: path, auth: auth, tree: effects.after, now: now)
             if decision.allowed {
-                lookup.admit(handle, app: app, path: path, auth: auth, reads: decision.reads)
+                overlay.admit(handle, app: app, path: path, auth: auth, reads: decision.reads)
             } else {
                 denied.append((handle, path))
             }

@@ -46,6 +46,14 @@ public struct RecordProcessor: Sendable {
     public func effects(
         of write: TreeWrite, app: String, lookup: some SubscriptionLookup, settings: PipelineSettings, sourceBytes: Int? = nil
     ) -> WriteEffects {
+        effects(of: write, app: app, concerned: { lookup.concerned(app: app, path: write.path) }, settings: settings, sourceBytes: sourceBytes)
+    }
+
+    /// ``effects(of:app:lookup:settings:sourceBytes:)`` with the subscriptions the write
+    /// concerns found by `concerned` (called once, only when the write changes the tree).
+    public func effects(
+        of write: TreeWrite, app: String, concerned: () -> [IndexMatch], settings: PipelineSettings, sourceBytes: Int? = nil
+    ) -> WriteEffects {
         let before = trees[app] ?? DataTree()
         // A write changes the tree exactly where it changes the value at one of its targets
         // (the path of a put, each key of a patch): comparing there costs the size of the
@@ -67,7 +75,7 @@ public struct RecordProcessor: Sendable {
             put = (path, value, previous[0], light)
         }
         var events: [(IndexMatch, Event)] = []
-        for match in lookup.concerned(app: app, path: write.path) {
+        for match in concerned() {
             // At or above a changed target: changed. Below one: compare. Elsewhere: untouched.
             let new: JSON?
             let old: JSON?

@@ -14,25 +14,27 @@ import PushCore
 /// Denied subscriptions are revoked with `permission_denied` (their revoke notification goes
 /// out, they are deleted); allowed ones are admitted with what their evaluation read.
 extension RecordEngine {
-    /// Evaluates the subscriptions waiting for their admission (handle → application).
-    mutating func admit(_ waiting: [Int64: String], into prepared: inout PreparedBatch, now: Int64) async throws {
-        let handles = waiting.filter { trackedRules($0.value) != nil }.map(\.key)
+    /// Evaluates the subscriptions waiting for their admission (handle → application), but
+    /// those a batch still committing revoked.
+    mutating func admit(_ waiting: [Int64: String], into prepared: inout PreparedBatch, overlay: inout IndexOverlay, now: Int64) async throws {
+        let handles = waiting.filter { trackedRules($0.value) != nil && !overlay.isForgotten($0.key) }.map(\.key)
         guard !handles.isEmpty else { return }
         let stored = try await retryingIngestion("reading subscriptions", logger: logger) { try await registry.subscriptions(handles: handles) }
         let subscriptions = stored.values.sorted { lexicographicCompareUTF8($0.id, $1.id) < 0 }
-        evaluate(subscriptions, into: &prepared, now: now)
+        evaluate(subscriptions, into: &prepared, overlay: &overlay, now: now)
     }
 
     /// Every subscription of `app` evaluated against the application's tree, a page of
-    /// ``auditPage`` at a time; `commit` receives each page's revocations (a page with none is
-    /// not handed over). Applications without configured rules have nothing to audit.
+    /// ``auditPage`` at a time; `commit` receives each page's revocations and admissions (a
+    /// page with neither is not handed over). Applications without configured rules have
+    /// nothing to audit.
     public mutating func audit(
         app: String, store: any SubscriptionStore, now: Int64, commit: (PreparedBatch) async throws -> Void
     ) async throws {
         var next: Int64? = 0
         while let after = next {
             let (prepared, following) = try await audit(app: app, after: after, store: store, now: now)
-            if !prepared.batch.isEmpty { try await commit(prepared) }
+            if !prepared.batch.isEmpty || !prepared.effects.isEmpty { try await commit(prepared) }
             next = following
         }
     }
@@ -47,7 +49,9 @@ extension RecordEngine {
         let page = try await retryingIngestion("reading subscriptions", logger: logger) {
             try await store.subscriptions(app: app, after: handle, limit: Self.auditPage)
         }
-        evaluate(page, into: &prepared, now: now)
+        var overlay = IndexOverlay()
+        evaluate(page, into: &prepared, overlay: &overlay, now: now)
+        prepared.effects = overlay.effects
         return (prepared, page.count < Self.auditPage ? nil : page.last?.handle)
     }
 
@@ -59,21 +63,21 @@ extension RecordEngine {
     }
 
     /// Evaluates each subscription against its application's tree: admitted (rules that read
-    /// data) or revoked with `permission_denied`.
-    mutating func evaluate(_ subscriptions: [Subscription], into prepared: inout PreparedBatch, now: Int64) {
+    /// data) or revoked with `permission_denied`, in `overlay` (applied once the batch committed).
+    mutating func evaluate(_ subscriptions: [Subscription], into prepared: inout PreparedBatch, overlay: inout IndexOverlay, now: Int64) {
         for subscription in subscriptions {
             guard let rules = settings[subscription.app]?.rules, let handle = subscription.handle else { continue }
             let auth = ReadRules.auth(uid: subscription.uid, claims: subscription.auth)
             let tree = pipeline.processor.trees[subscription.app] ?? DataTree()
             let decision = rules.evaluate(path: subscription.path, auth: auth, tree: tree, now: now)
             if decision.allowed {
-                if rules.readsData { registry.admit(handle, app: subscription.app, path: subscription.path, auth: auth, reads: decision.reads) }
+                if rules.readsData { overlay.admit(handle, app: subscription.app, path: subscription.path, auth: auth, reads: decision.reads) }
                 continue
             }
             logger.info(
                 "a subscription may no longer read its node: revoked (permission_denied)",
                 metadata: ["app": "\(subscription.app)", "subscription": "\(subscription.id)", "path": "\(subscription.path)"])
-            registry.forget(app: subscription.app, [IndexMatch(handle: handle, mode: subscription.mode, path: subscription.path)])
+            overlay.forget(app: subscription.app, [IndexMatch(handle: handle, mode: subscription.mode, path: subscription.path)])
             let notice = Notice(
                 subscription: subscription, event: Event(app: subscription.app, path: subscription.path.string, body: .revoke(.permissionDenied)))
             append(notice, seq: nil, to: &prepared)

@@ -36,61 +36,80 @@ public struct ApplicationOwner: Service {
         self.logger = logger
     }
 
+    /// What the owner carries from one round to the next: the engine, and the token each
+    /// application's tree was loaded under.
+    struct Holding {
+        var engine: RecordEngine
+        var loaded: [String: Int64] = [:]
+    }
+
     public func run() async throws {
-        var engine = self.engine
-        let snapshots = SnapshotWriter(store: store, logger: logger)
-        var loaded: [String: Int64] = [:]  // application → the token its tree was loaded under
+        var holding = Holding(engine: engine)
         while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            let held = leases.leases
-            for (app, token) in loaded where held[app] != token {
-                engine.forget(app: app)
-                loaded[app] = nil
-            }
-            var worked = false
-            // Subscriptions created or changed since the last round, by application: each is
-            // evaluated by its application's owner before records reach it (SPEC §12.5).
-            var admissions: [String: [Int64: String]] = [:]
-            for (handle, app) in registry.takeAdmissions() where held[app] != nil { admissions[app, default: [:]][handle] = app }
-            for (app, token) in held.sorted(by: { $0.key < $1.key }) {
-                if Task.isShuttingDownGracefully { break }
-                do {
-                    if loaded[app] == nil {
-                        let one = try await TreeLoader.tree(app: app, from: store)
-                        engine.load(app: app, tree: one.tree, journalBytes: one.journalBytes)
-                        loaded[app] = token
-                        logger.info("application tree loaded", metadata: ["app": "\(app)", "journalRecords": "\(one.records)"])
-                        try await audit(app, token: token, &engine)
-                    }
-                    let records = try await store.inbox(app: app, limit: batchLines)
-                    let admitting = admissions.removeValue(forKey: app) ?? [:]
-                    if records.isEmpty && admitting.isEmpty { continue }
-                    worked = true
-                    // The index learns every subscription committed before these records were
-                    // (read after them): a subscription created through any instance before a
-                    // record was accepted is matched against it.
-                    if !records.isEmpty { try await registry.sync() }
-                    let now = clock.now
-                    let prepared = try await engine.prepare(Self.lines(records, now: now), now: now, admitting: admitting)
-                    if records.isEmpty && prepared.batch.isEmpty { continue }
-                    let fence = LeaseFence(app: app, token: token, holder: leases.instance, consumed: records.map(\.id))
-                    for snapshot in try await writer.commit(prepared, { try await store.commit($0, fence: fence) }) {
-                        await snapshots.write(snapshot)
-                    }
-                } catch let error as StoreError where error.kind == .leaseLost {
-                    leases.lost(app)
-                    engine.forget(app: app)
-                    loaded[app] = nil
-                } catch {
-                    if Task.isCancelled { return }
-                    logger.error("processing an application failed; retrying", metadata: ["app": "\(app)", "error": "\(error)"])
-                    engine.forget(app: app)  // reloaded from what was committed
-                    loaded[app] = nil
-                    try? await Task.sleep(for: .milliseconds(500))  // the store recovers in real time
-                }
-            }
-            if !worked { await wake.wait(upTo: .milliseconds(500), on: clock) }
+            if !(await round(&holding)) { await wake.wait(upTo: .milliseconds(500), on: clock) }
         }
         await leases.releaseAll()
+    }
+
+    /// One round over the applications held now: trees loaded for those just taken (and
+    /// audited), one batch of each one's inbox processed and committed under its lease, trees
+    /// forgotten for those lost. Returns whether there was work.
+    func round(_ holding: inout Holding) async -> Bool {
+        let held = leases.leases
+        for (app, token) in holding.loaded where held[app] != token {
+            holding.engine.forget(app: app)
+            holding.loaded[app] = nil
+        }
+        var worked = false
+        // Subscriptions created or changed since the last round, by application: each is
+        // evaluated by its application's owner before records reach it (SPEC §12.5).
+        var admissions: [String: [Int64: String]] = [:]
+        for (handle, app) in registry.takeAdmissions() where held[app] != nil { admissions[app, default: [:]][handle] = app }
+        for (app, token) in held.sorted(by: { $0.key < $1.key }) {
+            if Task.isShuttingDownGracefully { break }
+            do {
+                if try await process(app, token: token, admitting: admissions.removeValue(forKey: app) ?? [:], &holding) { worked = true }
+            } catch let error as StoreError where error.kind == .leaseLost {
+                leases.lost(app)
+                holding.engine.forget(app: app)
+                holding.loaded[app] = nil
+            } catch {
+                if Task.isCancelled { return worked }
+                logger.error("processing an application failed; retrying", metadata: ["app": "\(app)", "error": "\(error)"])
+                holding.engine.forget(app: app)  // reloaded from what was committed
+                holding.loaded[app] = nil
+                try? await Task.sleep(for: .milliseconds(500))  // the store recovers in real time
+            }
+        }
+        return worked
+    }
+
+    /// One batch of `app`, held under `token`: its tree loaded first when it was just taken,
+    /// then its waiting records (and subscriptions to admit) processed and committed under the
+    /// lease. Returns whether there was work.
+    func process(_ app: String, token: Int64, admitting: [Int64: String], _ holding: inout Holding) async throws -> Bool {
+        if holding.loaded[app] == nil {
+            let one = try await TreeLoader.tree(app: app, from: store)
+            holding.engine.load(app: app, tree: one.tree, journalBytes: one.journalBytes)
+            holding.loaded[app] = token
+            logger.info("application tree loaded", metadata: ["app": "\(app)", "journalRecords": "\(one.records)"])
+            try await audit(app, token: token, &holding.engine)
+        }
+        let records = try await store.inbox(app: app, limit: batchLines)
+        if records.isEmpty && admitting.isEmpty { return false }
+        // The index learns every subscription committed before these records were (read after
+        // them): a subscription created through any instance before a record was accepted is
+        // matched against it.
+        if !records.isEmpty { try await registry.sync() }
+        let now = clock.now
+        let prepared = try await holding.engine.prepare(Self.lines(records, now: now), now: now, admitting: admitting)
+        if records.isEmpty && prepared.batch.isEmpty && prepared.effects.isEmpty { return true }
+        let fence = LeaseFence(app: app, token: token, holder: leases.instance, consumed: records.map(\.id))
+        let snapshots = SnapshotWriter(store: store, logger: logger)
+        for snapshot in try await writer.commit(prepared, { try await store.commit($0, fence: fence) }) {
+            await snapshots.write(snapshot)
+        }
+        return true
     }
 
     /// Every subscription of `app` evaluated against the tree just loaded (SPEC §12.5): the

@@ -2,21 +2,23 @@ import Logging
 import PushCore
 
 /// Commits prepared batches, in the order durability needs: the refused lines on disk first (a
-/// refused line is never lost), then the batch in one transaction, then the socket answers
-/// (an acknowledged record is durable), the counters, and the wake-ups (the delivery worker,
-/// the index after revocations).
+/// refused line is never lost), then the batch in one transaction, then what its records did
+/// to the in-memory index (only once committed: a batch that fails leaves the index as it
+/// was), the socket answers (an acknowledged record is durable), the counters, and the
+/// wake-ups (the delivery worker, the index after revocations).
 public struct BatchWriter: Sendable {
     let deadLetters: any DeadLetterSink
     let counters: IngestCounters
-    let index: any SubscriptionIndexFollower
+    /// The in-memory index: a committed batch's ``PreparedBatch/effects`` are applied to it.
+    let index: any SubscriptionIndexFollower & SubscriptionLookup
     let outbox: any OutboxListener
     /// Told while a write is held up (readiness).
     let health: StoreHealth
     let logger: Logger
 
     public init(
-        deadLetters: any DeadLetterSink, counters: IngestCounters, index: any SubscriptionIndexFollower, outbox: any OutboxListener,
-        health: StoreHealth = StoreHealth(), logger: Logger
+        deadLetters: any DeadLetterSink, counters: IngestCounters, index: any SubscriptionIndexFollower & SubscriptionLookup,
+        outbox: any OutboxListener, health: StoreHealth = StoreHealth(), logger: Logger
     ) {
         self.deadLetters = deadLetters
         self.counters = counters
@@ -31,6 +33,7 @@ public struct BatchWriter: Sendable {
     public func commit(_ prepared: PreparedBatch, _ commit: (CommitBatch) async throws -> CommitResult) async throws -> [SnapshotRequest] {
         try await writeLetters(prepared.intake.letters)
         let result = try await retryingIngestion("committing a batch", health: health, logger: logger) { try await commit(prepared.batch) }
+        index.apply(prepared.effects)
         counters.committed(prepared.intake.counts)
         for (ack, answer) in prepared.intake.answers { ack.complete(answer) }
         if !result.revoked.isEmpty { index.nudge() }

@@ -89,21 +89,24 @@ public struct Ingestor: Service {
         }
         try await withThrowingTaskGroup(of: Void.self) { commits in
             var checker = self.checker
-            var committing = false
+            // What the batch committing now does to the index: applied once it committed, seen
+            // by the next batch's records meanwhile.
+            var committing: IndexEffects?
             while true {
                 let lines = await queue.receive(limit: configuration.batchLines)
                 // Empty: the end, or a wake-up for subscriptions to admit.
                 if lines.isEmpty && (queue.isDone || Task.isCancelled) { break }
                 let now = clock.now
                 let prepared = try await engine.prepare(
-                    checker.check(lines, now: now, key: checkpointKey), now: now, admitting: engine.registry.takeAdmissions())
-                if lines.isEmpty && prepared.batch.isEmpty { continue }
+                    checker.check(lines, now: now, key: checkpointKey), now: now, admitting: engine.registry.takeAdmissions(),
+                    committing: committing ?? IndexEffects())
+                if lines.isEmpty && prepared.batch.isEmpty && prepared.effects.isEmpty { continue }
                 // One commit at a time, in order.
-                if committing { try await commits.next() }
+                if committing != nil { try await commits.next() }
                 commits.addTask {
                     for request in try await writer.commit(prepared, { try await store.commit($0) }) { snapshots.yield(request) }
                 }
-                committing = true
+                committing = prepared.effects
             }
             try await commits.waitForAll()
         }

@@ -61,17 +61,25 @@ public struct RecordEngine: Sendable {
         return rules
     }
 
-    /// Applies the accepted records of `lines` in order: the trees and the index move on, the
-    /// notifications are built. Throws only when the stored subscriptions cannot be read
+    /// Applies the accepted records of `lines` in order: the trees move on, the notifications
+    /// are built. Throws only when the stored subscriptions cannot be read
     /// (after retries, at a stop); nothing is written.
     ///
     /// `admitting`: subscriptions created or changed since the last batch (handle →
     /// application, ``SubscriptionRegistry/takeAdmissions()``); their access is checked against
     /// the trees as they are before this batch's records reach them.
-    public mutating func prepare(_ lines: CheckedLines, now: Int64, admitting: [Int64: String] = [:]) async throws -> PreparedBatch {
+    ///
+    /// The index is not changed here: what the records do to it (revocations, admissions) is
+    /// the batch's ``PreparedBatch/effects``, which the ``BatchWriter`` applies once the batch
+    /// committed. `committing`: the effects of an earlier batch that commits meanwhile (not
+    /// applied yet), which this batch's records must see too.
+    public mutating func prepare(
+        _ lines: CheckedLines, now: Int64, admitting: [Int64: String] = [:], committing: IndexEffects = IndexEffects()
+    ) async throws -> PreparedBatch {
         var prepared = PreparedBatch(batch: CommitBatch(now: now), intake: lines)
         prepared.batch.checkpoints = lines.checkpoints
-        try await admit(admitting, into: &prepared, now: now)
+        var overlay = committing.isEmpty ? IndexOverlay() : IndexOverlay(after: committing)
+        try await admit(admitting, into: &prepared, overlay: &overlay, now: now)
         // The records are applied in order; the notices of the batch's writes are resolved
         // against the stored subscriptions in one read of the directory, then built.
         // Records are read in place (not copied out of `lines`: a copy retains every part of
@@ -81,10 +89,10 @@ public struct RecordEngine: Sendable {
         for index in lines.accepted.indices {
             let sourceBytes = lines.accepted[index].line.bytes.count
             let outcome: RecordPipeline.Staged
-            if let staged = pipeline.stageWrite(lines.accepted[index].record, lookup: registry, sourceBytes: sourceBytes) {
+            if let staged = pipeline.stageWrite(lines.accepted[index].record, lookup: registry, overlay: &overlay, sourceBytes: sourceBytes) {
                 outcome = staged
             } else {
-                outcome = try await stageReadingDirectory(lines.accepted[index].record, now: now, sourceBytes: sourceBytes)
+                outcome = try await stageReadingDirectory(lines.accepted[index].record, overlay: &overlay, now: now, sourceBytes: sourceBytes)
             }
             if outcome.changedTree {
                 let app = lines.accepted[index].record.app
@@ -110,20 +118,23 @@ public struct RecordEngine: Sendable {
                 journalBytes[app] = 0
             }
         }
+        prepared.effects = overlay.effects
         return prepared
     }
 
     /// A record whose staging reads the directory (a revocation record, a write under rules
     /// that read data); only a failed read goes through the retry loop.
-    mutating func stageReadingDirectory(_ record: ChangeRecord, now: Int64, sourceBytes: Int) async throws -> RecordPipeline.Staged {
+    mutating func stageReadingDirectory(
+        _ record: ChangeRecord, overlay: inout IndexOverlay, now: Int64, sourceBytes: Int
+    ) async throws -> RecordPipeline.Staged {
         do {
-            return try await pipeline.stage(record, lookup: registry, directory: registry, now: now, sourceBytes: sourceBytes)
+            return try await pipeline.stage(record, lookup: registry, directory: registry, overlay: &overlay, now: now, sourceBytes: sourceBytes)
         } catch let error as StoreError where error.kind == .leaseLost {
             throw error
         } catch {
             logger.warning("reading subscriptions failed; retrying", metadata: ["error": "\(error)"])
             return try await retryingIngestion("reading subscriptions", logger: logger) {
-                try await pipeline.stage(record, lookup: registry, directory: registry, now: now, sourceBytes: sourceBytes)
+                try await pipeline.stage(record, lookup: registry, directory: registry, overlay: &overlay, now: now, sourceBytes: sourceBytes)
             }
         }
     }
@@ -169,11 +180,14 @@ public struct RecordEngine: Sendable {
 }
 
 /// A batch of records processed, to commit: its outbox operations, journal and checkpoints, and
-/// what its lines leave (dead letters, answers, counts), with the trees whose snapshots are due
-/// once it committed.
+/// what its lines leave (dead letters, answers, counts), with what it does to the index and the
+/// trees whose snapshots are due once it committed.
 public struct PreparedBatch: Sendable {
     public var batch: CommitBatch
     public var intake: CheckedLines
+    /// What its records do to the in-memory index (revocations, admissions): applied once it
+    /// committed.
+    public var effects = IndexEffects()
     /// Trees to snapshot once the batch committed (the trees as of this batch).
     public var snapshots: [(app: String, tree: DataTree)] = []
 

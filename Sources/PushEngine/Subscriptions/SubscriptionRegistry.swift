@@ -223,9 +223,17 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
         state.withLock { $0.index.under(app: app, path: path) }
     }
 
-    public func forget(app: String, _ matches: [IndexMatch]) {
+    /// Applies what a committed batch's records did. An admission is not recorded for a
+    /// subscription waiting for its admission again (created or changed after the batch took
+    /// the waiting ones: its new claims are evaluated by the next batch); admissions go first,
+    /// so that a subscription revoked after its admission stays forgotten.
+    public func apply(_ effects: IndexEffects) {
+        guard !effects.isEmpty else { return }
         state.withLock { state in
-            for match in matches {
+            for admission in effects.admitted where state.admissions[admission.handle] == nil {
+                state.access.admit(admission.handle, app: admission.app, path: admission.path, auth: admission.auth, reads: admission.reads)
+            }
+            for (app, match) in effects.forgotten {
                 _ = state.index.remove(app: app, path: match.path, handle: match.handle)
                 state.cache[match.handle] = nil
                 state.access.forget(match.handle)
@@ -246,13 +254,6 @@ public final class SubscriptionRegistry: SubscriptionLookup, SubscriptionDirecto
 
     public func isAdmitted(_ handle: Int64) -> Bool {
         state.withLock { $0.access.isAdmitted(handle) }
-    }
-
-    public func admit(_ handle: Int64, app: String, path: Path, auth: JSON, reads: [Path]) {
-        state.withLock { state in
-            state.access.admit(handle, app: app, path: path, auth: auth, reads: reads)
-            state.admissions[handle] = nil
-        }
     }
 
     /// Takes the subscriptions waiting for their admission (created or changed since the last

@@ -1,0 +1,87 @@
+import PushCore
+import PushStore
+@testable import PushEngine
+import Testing
+
+/// The single instance's ingestion, driven through `consume` on a finished queue: every line
+/// sent is taken, checked, processed and committed before it returns.
+@Suite("The single instance's ingestion")
+struct IngestorTests {
+    typealias F = EngineFixture
+
+    func ingestor(_ fixture: EngineFixture, watermarks: [String: Int64] = [:], settings: [String: PipelineSettings] = [:]) throws -> Ingestor {
+        Ingestor(
+            queue: IngestQueue(), store: fixture.store, checker: LineChecker(watermarks: watermarks), engine: try fixture.engine(settings: settings),
+            writer: fixture.writer, clock: fixture.clock, logger: F.logger)
+    }
+
+    /// Sends `lines`, finishes the queue, and consumes it to its end.
+    func ingest(_ lines: [IngestLine], through ingestor: Ingestor) async throws {
+        for line in lines { await ingestor.queue.send(line) }
+        ingestor.queue.finish()
+        let (_, snapshots) = AsyncStream<SnapshotRequest>.makeStream()
+        try await ingestor.consume(snapshots: snapshots)
+    }
+
+    @Test("several lines are one commit: their notifications, journal and checkpoint together, in record order, answered after")
+    func batching() async throws {
+        let fixture = try await F()
+        let handle = try F.handle(try await fixture.subscribe("/a"))
+        let texts = [F.put(1, "/a/x", "1"), F.put(2, "/a/y", "2"), F.put(3, "/a/x", "3")]
+        let acks = texts.map { _ in IngestAck() }
+        try await ingest(texts.indices.map { F.line(texts[$0], position: Int64($0), ack: acks[$0]) }, through: try ingestor(fixture))
+
+        #expect(
+            try await F.outbox(fixture.store) == [
+                #"1|\#(handle)|{"s":"OK","t":"childEvent","app":"toto","sp":"/a","added":"{\"x\":1}","removed":"[]","changed":"{}"}"#,
+                #"2|\#(handle)|{"s":"OK","t":"childEvent","app":"toto","sp":"/a","added":"{\"y\":2}","removed":"[]","changed":"{}"}"#,
+                #"3|\#(handle)|{"s":"OK","t":"childEvent","app":"toto","sp":"/a","added":"{}","removed":"[]","changed":"{\"x\":3}"}"#,
+            ])
+        // One journal row: the three lines were committed together.
+        let journal = try await fixture.store.tree(app: "toto").journal
+        #expect(journal.count == 1)
+        #expect(journal.first.map { String(decoding: $0.lines, as: UTF8.self) } == texts.joined(separator: "\n") + "\n")
+        let checkpoints = try await fixture.store.checkpoints()
+        #expect(checkpoints.map(\.source) == ["socket"])
+        #expect(checkpoints.first?.lastSeq == 3)
+        #expect(checkpoints.first?.position == Int64(2 + texts[2].utf8.count + 1))
+        var answers: [AckResult] = []
+        for ack in acks { answers.append(await ack.result()) }
+        #expect(answers == [.accepted(seq: 1), .accepted(seq: 2), .accepted(seq: 3)])
+        #expect(fixture.counters.ingested == ["socket": 3])
+        #expect(fixture.outbox.count == 1)
+        #expect(fixture.letters.reasons.isEmpty)
+    }
+
+    @Test("refused lines are dead-lettered and answered with why; a seq at or below the watermark is refused; the rest commits")
+    func refusals() async throws {
+        let fixture = try await F()
+        let handle = try F.handle(try await fixture.subscribe("/a"))
+        let texts = [F.put(5, "/a/x", "1"), F.put(4, "/a/x", "2"), "not json", F.put(6, "/a/x", "3"), F.put(6, "/a/y", "4")]
+        let acks = texts.map { _ in IngestAck() }
+        try await ingest(
+            texts.indices.map { F.line(texts[$0], position: Int64($0), ack: acks[$0]) }, through: try ingestor(fixture, watermarks: ["socket": 5]))
+
+        #expect(
+            try await F.outbox(fixture.store) == [
+                #"6|\#(handle)|{"s":"OK","t":"childEvent","app":"toto","sp":"/a","added":"{\"x\":3}","removed":"[]","changed":"{}"}"#
+            ])
+        let letters = fixture.letters.letters.withLock { $0 }
+        #expect(letters.map(\.position) == [0, 1, 2, 4])
+        #expect(letters.map { String(decoding: $0.line, as: UTF8.self) } == [texts[0], texts[1], texts[2], texts[4]])
+        #expect(letters[0].reason == "seq 5 repeats the last accepted seq 5 of this source; seq must increase")
+        #expect(letters[1].reason == "seq 4 goes back from the last accepted seq 5 of this source; seq must increase")
+        #expect(letters[3].reason == "seq 6 repeats the last accepted seq 6 of this source; seq must increase")
+        var answers: [AckResult] = []
+        for ack in acks { answers.append(await ack.result()) }
+        #expect(answers[0] == .rejected(seq: 5, reason: letters[0].reason))
+        #expect(answers[1] == .rejected(seq: 4, reason: letters[1].reason))
+        #expect(answers[2] == .rejected(seq: nil, reason: letters[2].reason))
+        #expect(answers[3] == .accepted(seq: 6))
+        #expect(answers[4] == .rejected(seq: 6, reason: letters[3].reason))
+        #expect(try await fixture.store.checkpoints().first?.lastSeq == 6)
+        #expect(fixture.counters.ingested == ["socket": 1])
+        #expect(fixture.counters.rejected["invalid_seq"] == 3)
+        #expect(fixture.counters.rejected.values.reduce(0, +) == 4)
+    }
+}
