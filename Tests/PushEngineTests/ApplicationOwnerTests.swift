@@ -6,7 +6,7 @@ import Testing
 
 /// An application's owner on PostgreSQL: it processes the inbox in order under its lease, a
 /// new owner goes on from the committed tree, and a commit after the lease moved writes nothing.
-@Suite("Several instances: application owners", .enabled(if: PostgresTestServer.enabled))
+@Suite("Several instances: application owners", .processLevel, .enabled(if: PostgresTestServer.enabled))
 struct ApplicationOwnerTests {
     typealias F = EngineFixture
 

@@ -56,7 +56,7 @@ struct EngineFixture {
     static func subscribe(_ path: String, uid: String = "u1", mode: Mode = .childEvent, app: String = "toto", in store: some SubscriptionStore)
         async throws -> Subscription
     {
-        let tuple = SubscriptionTuple(app: app, uid: uid, kind: .mobile, destination: nil, path: try Path(path), context: "token-\(uid)")
+        let tuple = SubscriptionTuple(app: app, uid: uid, kind: .fcm, destination: nil, path: try Path(path), context: "token-\(uid)")
         let subscription = Subscription(
             id: SubscriptionID.derive(tuple), tuple: tuple, mode: mode, format: .v1, encryption: nil, createdAt: 1, expiresAt: 9_999_999_999,
             auth: ["sub": .string(uid)])

@@ -7,7 +7,7 @@ import Testing
 /// The shared inbox's intake on PostgreSQL: lines checked, the accepted stored in order with
 /// their sources' checkpoints, answered once stored; a `seq` another instance accepted is
 /// refused.
-@Suite("Several instances: the intake", .enabled(if: PostgresTestServer.enabled))
+@Suite("Several instances: the intake", .processLevel, .enabled(if: PostgresTestServer.enabled))
 struct InboxIntakeTests {
     typealias F = EngineFixture
 

@@ -6,7 +6,7 @@ import Testing
 
 /// Leases on PostgreSQL, a round at a time: the applications are shared out among the live
 /// instances, each held by one.
-@Suite("Several instances: leases", .enabled(if: PostgresTestServer.enabled))
+@Suite("Several instances: leases", .processLevel, .enabled(if: PostgresTestServer.enabled))
 struct LeaseKeeperTests {
     @Test("an instance alone takes every application; once a second one beats, one is given back and the second takes it")
     func shares() async throws {
