@@ -34,32 +34,32 @@ public enum AnswerClassifier {
         let aboutToken =
             violations.contains("message.token") || message.lowercased().contains("registration token")
 
-        switch errorCode {
-        case "UNREGISTERED", "SENDER_ID_MISMATCH":
+        switch errorCode.map(FCMErrorCode.init) {
+        case .unregistered, .senderIDMismatch:
             return .revokeDeadToken(reason: summary)
-        case "INVALID_ARGUMENT":
+        case .invalidArgument:
             return aboutToken ? .revokeDeadToken(reason: summary) : .failed(reason: summary)
-        case "QUOTA_EXCEEDED":
+        case .quotaExceeded:
             return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
-        case "UNAVAILABLE", "INTERNAL", "UNSPECIFIED_ERROR":
+        case .unavailable, .internal, .unspecifiedError:
             return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
-        case "THIRD_PARTY_AUTH_ERROR", "APNS_AUTH_ERROR":
+        case .thirdPartyAuthError, .apnsAuthError:
             return .pause(reason: summary)
-        default:
+        case .unknown, nil:
             break
         }
-        switch status {
-        case "UNAUTHENTICATED":
+        switch status.map(GoogleRPCStatus.init) {
+        case .unauthenticated:
             return .refreshCredentials(reason: summary)
-        case "PERMISSION_DENIED":
+        case .permissionDenied:
             return .pause(reason: summary)
-        case "RESOURCE_EXHAUSTED":
+        case .resourceExhausted:
             return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
-        case "UNAVAILABLE", "INTERNAL", "DEADLINE_EXCEEDED":
+        case .unavailable, .internal, .deadlineExceeded:
             return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
-        case "INVALID_ARGUMENT":
+        case .invalidArgument:
             return aboutToken ? .revokeDeadToken(reason: summary) : .failed(reason: summary)
-        default:
+        case .unknown, nil:
             break
         }
         return byHTTPStatus(answer.status, summary: summary, retryAfter: retryAfter)
@@ -113,28 +113,28 @@ public enum AnswerClassifier {
         default:
             break
         }
-        switch code {
-        case "80000000":
+        switch code.map(HMSResultCode.init) {
+        case .success:
             return .delivered(reference: json?["requestId"]?.stringValue)
-        case "80100000":
+        case .partialSuccess:
             // Partial success: `msg` lists the illegal tokens (an escaped JSON string in v1).
             let detail: JSON? =
                 if let text = json?["msg"]?.stringValue { try? JSONParser.parse(text) } else { json?["msg"] }
             let illegal = (detail?["illegal_tokens"]?.arrayValue ?? detail?["illegalTokens"]?.arrayValue ?? []).compactMap(\.stringValue)
             if illegal.contains(token) { return .revokeDeadToken(reason: summary) }
             return .delivered(reference: json?["requestId"]?.stringValue)
-        case "80200001", "80200003":
+        case .authenticationError, .tokenExpired:
             return .refreshCredentials(reason: summary)
-        case "80300002":
+        case .notAllowed:
             return .pause(reason: summary)
-        case "80300007":
+        case .allTokensInvalid:
             return .revokeDeadToken(reason: summary)
-        case "81000001", "80100017":
+        case .systemError, .tooManyMessages:
             return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
-        case "80100001", "80100003", "80300008":
+        case .parameterError, .structureError, .bodyTooLarge:
             // Parameters, structure or size refused: the payload is ours, so this is a defect.
             return .failed(reason: summary)
-        case .some:
+        case .unknown:
             return .revoke(reason: summary)
         case nil:
             if (200..<300).contains(answer.status) {
@@ -185,23 +185,23 @@ public enum AnswerClassifier {
         let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
         let reason = (try? JSONParser.parse(answer.body))?["reason"]?.stringValue
         let summary = describe(http: answer.status, code: reason, message: "")
-        switch (answer.status, reason) {
-        case (410, _), (400, "BadDeviceToken"), (400, "DeviceTokenNotForTopic"):
+        switch (answer.status, reason.map(APNsReason.init)) {
+        case (410, _), (400, .badDeviceToken), (400, .deviceTokenNotForTopic):
             return .revokeDeadToken(reason: summary)
-        case (400, "TopicDisallowed"):
+        case (400, .topicDisallowed):
             return .pause(reason: summary + " (apns.topic is not allowed for this key)")
-        case (400, "IdleTimeout"):
+        case (400, .idleTimeout):
             return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
-        case (403, "ExpiredProviderToken"):
+        case (403, .expiredProviderToken):
             return .refreshCredentials(reason: summary)
-        case (403, "UnrelatedKeyIdInToken"):
+        case (403, .unrelatedKeyIdInToken):
             return .retry(reason: summary, retryAfter: retryAfter, slowDown: false)
         case (403, _), (401, _):
             return .pause(reason: summary + " (the provider token or key is refused)")
         case (404, _), (405, _):
             // The path is ours and fixed: the endpoint is not APNs's.
             return .pause(reason: summary + " (apns.endpoint does not answer as APNs)")
-        case (429, "TooManyProviderTokenUpdates"):
+        case (429, .tooManyProviderTokenUpdates):
             return .retry(reason: summary, retryAfter: retryAfter, slowDown: true)
         case (429, _):
             // TooManyRequests: this device token, not the application.

@@ -28,10 +28,11 @@ public final class HTTP1Transport: HTTPTransport, Sendable {
     ///   - clients: how many independent clients to spread requests over. Default 1.
     ///   - caFile: PEM certificates to trust in addition to the system's.
     ///   - idleTimeout: how long an idle connection is kept. Default 60 s.
-    public init(
+    public convenience init(
         clients: Int = 1, caFile: String? = nil, idleTimeout: Duration = .seconds(60),
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton
     ) throws(TransportError) {
+        // What can fail is done before any stored property exists (see HTTP2Transport).
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile { tls.additionalTrustRoots = [.certificates(try Self.certificates(caFile))] }
         var configuration = HTTPClient.Configuration(tlsConfiguration: tls)
@@ -41,7 +42,11 @@ public final class HTTP1Transport: HTTPTransport, Sendable {
         configuration.httpVersion = .automatic
         configuration.decompression = .disabled
         configuration.redirectConfiguration = .disallow
-        self.clients = (0..<max(1, min(clients, 64))).map { _ in HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration) }
+        self.init(clients: (0..<max(1, min(clients, 64))).map { _ in HTTPClient(eventLoopGroup: eventLoopGroup, configuration: configuration) })
+    }
+
+    init(clients: [HTTPClient]) {
+        self.clients = clients
     }
 
     /// The certificates of a PEM file, or why not (never empty).

@@ -24,8 +24,13 @@ final class HTTP2ConnectionPool: Sendable {
         self.metrics = metrics
         self.sweeper = Mutex(nil)
         let period = max(TimeAmount.milliseconds(10), min(.seconds(10), .nanoseconds(configuration.idleTimeout.nanoseconds / 4)))
-        let task = settings.group.next().scheduleRepeatedTask(initialDelay: period, delay: period) { [weak self] _ in
-            self?.sweep(now: .now())
+        // Weak: a transport dropped without `shutdown()` takes its sweep with it.
+        let task = settings.group.next().scheduleRepeatedTask(initialDelay: period, delay: period) { [weak self] task in
+            guard let self else {
+                task.cancel()
+                return
+            }
+            self.sweep(now: .now())
         }
         sweeper.withLock { $0 = task }
     }

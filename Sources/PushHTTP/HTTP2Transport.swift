@@ -88,24 +88,25 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
     /// - Parameters:
     ///   - fallback: where `http://` URLs and origins without HTTP/2 go.
     ///   - ownsFallback: whether ``shutdown()`` shuts `fallback` too; false when it is shared.
-    public init(
+    public convenience init(
         configuration: Configuration = Configuration(), fallback: any HTTPTransport, ownsFallback: Bool = false,
         eventLoopGroup: any EventLoopGroup = MultiThreadedEventLoopGroup.singleton, metrics: any MetricsRecorder = NoMetrics(),
         logger: Logger = Logger(label: "pushdispatch.http2")
     ) throws(TransportError) {
-        var tls = TLSConfiguration.makeClientConfiguration()
-        // Both offered: a server without HTTP/2 refuses a handshake that offers h2 alone
-        // (no_application_protocol); one that picks http/1.1 is sent through the fallback.
-        tls.applicationProtocols = ["h2", "http/1.1"]
-        if let caFile = configuration.caFile { tls.additionalTrustRoots = [.certificates(try HTTP1Transport.certificates(caFile))] }
-        let context: NIOSSLContext
-        do {
-            context = try NIOSSLContext(configuration: tls)
-        } catch {
-            throw TransportError(.configuration, "TLS: \(String(describing: error).prefix(200))")
-        }
+        // What can fail is done before any stored property exists (a throwing initializer that
+        // has to destroy an `Atomic` crashed the 6.3 optimizer).
+        let context = try Self.tlsContext(caFile: configuration.caFile)
+        self.init(
+            configuration: configuration, tls: context, fallback: fallback, ownsFallback: ownsFallback, eventLoopGroup: eventLoopGroup,
+            metrics: metrics, logger: logger)
+    }
+
+    init(
+        configuration: Configuration, tls: NIOSSLContext, fallback: any HTTPTransport, ownsFallback: Bool, eventLoopGroup: any EventLoopGroup,
+        metrics: any MetricsRecorder, logger: Logger
+    ) {
         let settings = HTTP2ConnectionSettings(
-            tls: context, group: eventLoopGroup,
+            tls: tls, group: eventLoopGroup,
             connectTimeout: .milliseconds(max(1, Int64(clamping: configuration.connectTimeout.wholeMilliseconds))),
             publicAddressesOnly: configuration.publicAddressesOnly)
         self.pool = HTTP2ConnectionPool(
@@ -118,6 +119,20 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         self.fallback = fallback
         self.ownsFallback = ownsFallback
         self.logger = logger
+    }
+
+    /// The TLS client context: ALPN `h2` and `http/1.1`, the system's roots and `caFile`'s.
+    static func tlsContext(caFile: String?) throws(TransportError) -> NIOSSLContext {
+        var tls = TLSConfiguration.makeClientConfiguration()
+        // Both offered: a server without HTTP/2 refuses a handshake that offers h2 alone
+        // (no_application_protocol); one that picks http/1.1 is sent through the fallback.
+        tls.applicationProtocols = ["h2", "http/1.1"]
+        if let caFile { tls.additionalTrustRoots = [.certificates(try HTTP1Transport.certificates(caFile))] }
+        do {
+            return try NIOSSLContext(configuration: tls)
+        } catch {
+            throw TransportError(.configuration, "TLS: \(String(describing: error).prefix(200))")
+        }
     }
 
     public func send(_ request: OutgoingRequest, timeout: Duration) async throws(TransportError) -> ProviderAnswer {
