@@ -1,9 +1,10 @@
 import Testing
 
 /// Marks a suite (or a test) as process-level: it starts real processes (the service, a
-/// PostgreSQL cluster, nginx, nghttpd, Python) and waits on them with deadlines. Process-level
-/// tests run one at a time across every suite and test target of the run, while the pure
-/// ones stay parallel: side by side on two cores they fail on time, not on behaviour.
+/// PostgreSQL cluster, nginx, nghttpd, Python), or runs the service, a socket or a file tail in
+/// this process, and waits on them with wall-clock deadlines. Process-level tests run one at a
+/// time across every suite and test target of the run, while the pure ones stay parallel: side
+/// by side on two cores they fail on time, not on behaviour.
 ///
 /// `@Suite("…", .processLevel)`: every test of the suite (and of suites nested in it) takes
 /// the one ``ProcessLevelLock`` for its whole run, each argument of a parameterised test

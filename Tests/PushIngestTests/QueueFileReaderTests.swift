@@ -2,10 +2,11 @@ import Foundation
 import PushCore
 @testable import PushIngest
 import Testing
+import PushTestSupport
 
 /// The queue file as a database writes it: appended, rotated, truncated; real files in a
 /// temporary folder.
-@Suite("Tailing the queue file")
+@Suite("Tailing the queue file", .processLevel)
 struct QueueFileReaderTests {
     let folder: URL
     var path: String { folder.appendingPathComponent("changes.ndjson").path }

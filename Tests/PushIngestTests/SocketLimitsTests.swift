@@ -21,7 +21,7 @@ final class Ready: SourceReadiness {
 
 /// The limits of `ingest.socket*`: who may connect, how many, for how long idle, how much one
 /// connection holds, and that no client holds a shutdown.
-@Suite("The Unix socket's limits", .serialized)
+@Suite("The Unix socket's limits", .serialized, .processLevel)
 struct SocketLimitsTests {
     /// Runs a socket source with `limits` in a service group (so that a graceful shutdown reaches
     /// it, as in `run`) while `body` runs, then shuts it down gracefully. When `complete`, every

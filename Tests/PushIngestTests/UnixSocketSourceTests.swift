@@ -14,7 +14,7 @@ import Glibc
 
 /// Runs blocking work on a thread of its own.
 
-@Suite("The Unix-socket source", .serialized)
+@Suite("The Unix-socket source", .serialized, .processLevel)
 struct UnixSocketSourceTests {
     /// Runs a socket source on a fresh path while `body` runs.
     func withSource(capacity: Int = 1 << 20, _ body: (String, IngestQueue) async throws -> Void) async throws {

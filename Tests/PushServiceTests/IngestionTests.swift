@@ -13,7 +13,7 @@ import Glibc
 
 /// The running service's ingestion: records from the queue file and the socket, through the
 /// pipeline, into the outbox; bad lines into the dead-letter file; restarts.
-@Suite("Ingestion in the running service", .serialized)
+@Suite("Ingestion in the running service", .serialized, .processLevel)
 struct IngestionTests {
     static let subscription = #"{"kind":"mobile","mode":"value","path":"/users/alice","context":"fcm-alice","format":"v1"}"#
     static let childSubscription = #"{"kind":"mobile","mode":"childEvent","path":"/users","context":"fcm-all","format":"v1"}"#

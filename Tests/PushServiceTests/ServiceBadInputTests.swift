@@ -8,7 +8,7 @@ import Testing
 /// Seeded, bounded mutation suites over the service's inputs: configuration text and REST
 /// requests. Nothing crashes; every refusal is deliberate, bounded, and never shows a secret;
 /// no damaged token gets a 2xx.
-@Suite("Bad input: configuration and REST requests", .serialized)
+@Suite("Bad input: configuration and REST requests", .serialized, .processLevel)
 struct ServiceBadInputTests {
     static let secret = "the-auth-secret-that-must-never-show-0123456789"
     static let hmsSecret = "hms-client-secret-that-must-never-show"

@@ -12,7 +12,7 @@ import Testing
 
 /// What the web layer answers on its own, before any route: every error has the JSON body of
 /// SPEC §5, and no client can hold a connection for ever.
-@Suite("The web layer's own answers and deadlines", .serialized)
+@Suite("The web layer's own answers and deadlines", .serialized, .processLevel)
 struct WebLayerTests {
     /// Short deadlines, for the tests about deadlines.
     static let short = ConnectionLimits(headTimeout: .milliseconds(500), requestTimeout: .milliseconds(1000), maxHeadBytes: 8 * 1024)
@@ -194,7 +194,7 @@ struct WebLayerTests {
     }
 }
 
-@Suite("The web layer under pipelining and stuck clients", .serialized)
+@Suite("The web layer under pipelining and stuck clients", .serialized, .processLevel)
 struct WebLayerPipeliningTests {
     func withService(limits: ConnectionLimits, _ body: (ServiceHarness) async throws -> Void) async throws {
         let service = try ServiceHarness(limits: limits)
