@@ -390,7 +390,6 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         }
     }
 
-
     /// Counts and logs one decision.
     func record(_ decision: DispatchStateMachine.Decision, now: Int64) {
         let entry = decision.notification.entry

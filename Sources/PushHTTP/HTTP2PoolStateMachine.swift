@@ -108,7 +108,10 @@ struct HTTP2PoolStateMachine<Connection: PooledConnection, Pending> {
     mutating func lease(_ origin: RequestTarget.Origin, now: NIODeadline, connect: (_ slot: Int, _ id: UInt64) -> Pending) -> Lease {
         guard !isShutDown else { return Lease(choice: .refuse(HTTP2ConnectionError(kind: .shutDown, description: "the transport is shut down")), close: []) }
         var close: [Connection] = []
-        if origins[origin] == nil {
+        var state: OriginState
+        if let known = origins[origin] {
+            state = known
+        } else {
             if origins.count >= configuration.maximumOrigins {
                 guard let evicted = leastRecentlyUsedIdleOrigin() else {
                     return Lease(
@@ -120,9 +123,8 @@ struct HTTP2PoolStateMachine<Connection: PooledConnection, Pending> {
                 }
                 close += readyConnections(origins.removeValue(forKey: evicted))
             }
-            origins[origin] = OriginState(slots: Array(repeating: .empty, count: configuration.connectionsPerOrigin), lastUsed: now)
+            state = OriginState(slots: Array(repeating: .empty, count: configuration.connectionsPerOrigin), lastUsed: now)
         }
-        guard var state = origins[origin] else { return Lease(choice: .refuse(HTTP2ConnectionError(kind: .connect, description: "unreachable")), close: close) }
         state.lastUsed = now
         var best: (index: Int, connection: Connection, load: Int)?
         var emptySlot: Int?

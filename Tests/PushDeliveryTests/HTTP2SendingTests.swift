@@ -18,37 +18,6 @@ struct HTTP2SendingTests {
         try HTTP2Transport(configuration: .init(connectionsPerOrigin: connections, caFile: ca), fallback: try HTTP1Transport(caFile: ca), ownsFallback: true)
     }
 
-    /// Sends `count` requests, `concurrency` at a time, each through `send`; returns each
-    /// one's result and the longest a request took.
-    static func burst(
-        count: Int, concurrency: Int, _ send: @escaping @Sendable (Int) async throws(TransportError) -> ProviderAnswer
-    ) async -> (results: [Int: Result<ProviderAnswer, TransportError>], longest: Duration) {
-        await withTaskGroup(of: (Int, Result<ProviderAnswer, TransportError>, Duration).self) { group in
-            var next = 0
-            var results: [Int: Result<ProviderAnswer, TransportError>] = [:]
-            var longest = Duration.zero
-            func add() {
-                let index = next
-                next += 1
-                group.addTask {
-                    let start = ContinuousClock.now
-                    do throws(TransportError) {
-                        return (index, .success(try await send(index)), ContinuousClock.now - start)
-                    } catch {
-                        return (index, .failure(error), ContinuousClock.now - start)
-                    }
-                }
-            }
-            while next < min(count, concurrency) { add() }
-            for await (index, result, took) in group {
-                results[index] = result
-                longest = max(longest, took)
-                if next < count { add() }
-            }
-            return (results, longest)
-        }
-    }
-
     @Test("nginx closing each connection with GOAWAY after 500 requests: every request answered (lost ones resent at once), connections replaced")
     func goAway() async throws {
         let server = try HTTP2TestServer.nginx(requestsPerConnection: 500)
@@ -57,7 +26,7 @@ struct HTTP2SendingTests {
         let counters = DeliveryCounters()
         let context = SenderContext(transport: transport, timeout: .seconds(10), clock: SystemClock(), counters: counters)
         let url = server.url + "/v1/projects/p/messages:send"
-        let (results, _) = await Self.burst(count: 3_000, concurrency: 150) { _ throws(TransportError) in
+        let (results, _) = await Burst.run(count: 3_000, concurrency: 150) { _ throws(TransportError) in
             try await context.send(OutgoingRequest(url: url, headers: [], body: Array("{}".utf8)), provider: .fcm)
         }
         try await transport.shutdown()

@@ -79,37 +79,6 @@ struct HTTP2TransportTests {
             configuration: .init(connectionsPerOrigin: connections, caFile: ca), fallback: try HTTP1Transport(caFile: ca), ownsFallback: true)
     }
 
-    /// Sends `count` requests, `concurrency` at a time, each through `send`; returns each
-    /// one's result and the longest a request took.
-    static func burst(
-        count: Int, concurrency: Int, _ send: @escaping @Sendable (Int) async throws(TransportError) -> ProviderAnswer
-    ) async -> (results: [Int: Result<ProviderAnswer, TransportError>], longest: Duration) {
-        await withTaskGroup(of: (Int, Result<ProviderAnswer, TransportError>, Duration).self) { group in
-            var next = 0
-            var results: [Int: Result<ProviderAnswer, TransportError>] = [:]
-            var longest = Duration.zero
-            func add() {
-                let index = next
-                next += 1
-                group.addTask {
-                    let start = ContinuousClock.now
-                    do throws(TransportError) {
-                        return (index, .success(try await send(index)), ContinuousClock.now - start)
-                    } catch {
-                        return (index, .failure(error), ContinuousClock.now - start)
-                    }
-                }
-            }
-            while next < min(count, concurrency) { add() }
-            for await (index, result, took) in group {
-                results[index] = result
-                longest = max(longest, took)
-                if next < count { add() }
-            }
-            return (results, longest)
-        }
-    }
-
     @Test("the first request on each new connection is answered: the server's SETTINGS, read before the connection is configured, are kept", arguments: ["nginx", "nghttpd"])
     func firstRequestOfEachConnection(server name: String) async throws {
         let server = try name == "nginx" ? HTTP2TestServer.nginx() : HTTP2TestServer.nghttpd()
@@ -136,7 +105,7 @@ struct HTTP2TransportTests {
         defer { server.stop() }
         let transport = try Self.transport()
         let url = server.url + "/echo"
-        let (results, longest) = await Self.burst(count: 3_000, concurrency: 200) { index throws(TransportError) in
+        let (results, longest) = await Burst.run(count: 3_000, concurrency: 200) { index throws(TransportError) in
             let body = Array(#"{"message":{"token":"device-\#(index)","data":{"n":"\#(index)"}}}"#.utf8)
             return try await transport.send(OutgoingRequest(url: url, headers: [("content-type", "application/json")], body: body), timeout: .seconds(30))
         }
@@ -161,7 +130,7 @@ struct HTTP2TransportTests {
         let transport = try Self.transport(connections: 4)
         let url = server.url + "/v1/projects/p/messages:send"
         let body = Array(String(repeating: "x", count: 600).utf8)
-        let (results, longest) = await Self.burst(count: 20_000, concurrency: 256) { _ throws(TransportError) in
+        let (results, longest) = await Burst.run(count: 20_000, concurrency: 256) { _ throws(TransportError) in
             try await transport.send(OutgoingRequest(url: url, headers: [("authorization", "Bearer ya29.fake")], body: body), timeout: .seconds(5))
         }
         try await transport.shutdown()
