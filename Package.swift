@@ -3,13 +3,16 @@ import PackageDescription
 
 let package = Package(
     name: "pushdispatch",
-    // iOS 18 with macOS 15: PushCore and PushJOSE use `Synchronization.Mutex`, which both
-    // require; the app library PushDispatchClient builds for both.
+    // iOS 18 with macOS 15: PushJOSE (and the server's PushContracts) use
+    // `Synchronization.Mutex`, which both require; the app library PushDispatchClient builds for both.
     platforms: [.macOS(.v15), .iOS(.v18)],
     products: [
         .executable(name: "pushdispatch", targets: ["pushdispatch"]),
         .executable(name: "pushdispatch-bench", targets: ["pushdispatch-bench"]),
+        .library(name: "PushJSON", targets: ["PushJSON"]),
         .library(name: "PushCore", targets: ["PushCore"]),
+        .library(name: "PushMatching", targets: ["PushMatching"]),
+        .library(name: "PushContracts", targets: ["PushContracts"]),
         .library(name: "PushJOSE", targets: ["PushJOSE"]),
         .library(name: "PushStore", targets: ["PushStore"]),
         .library(name: "PushAPI", targets: ["PushAPI"]),
@@ -41,17 +44,39 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
     ],
     targets: [
-        // The pure core: JSON, paths, data tree, diffs, payloads, subscriptions and their
-        // index, store protocols. Standard library only.
+        // JSON as SPEC §7.1 has it: key order and number text kept, shortest doubles, bounded
+        // parsing. Standard library only.
+        .target(
+            name: "PushJSON",
+            linkerSettings: [.linkedLibrary("m", .when(platforms: [.linux]))]
+        ),
+        // What the service and apps share: paths and key order, diffs and events, payload formats
+        // (v1, the v2 shell and its sealers), the subscription model and device contexts, the
+        // clock. Standard library only.
         .target(
             name: "PushCore",
-            linkerSettings: [.linkedLibrary("m", .when(platforms: [.linux]))]
+            dependencies: ["PushJSON"]
+        ),
+        // The service's domain: what a write does and who it concerns. Data trees and their
+        // writes, change records, subscription requests checked, the subscription index that
+        // matches writes, read rules. Standard library only.
+        .target(
+            name: "PushMatching",
+            dependencies: ["PushCore", "PushJSON"]
+        ),
+        // What the server's rooms agree on: the store protocols that PushStore implements and
+        // the engine, the sources, delivery and the API call; what crosses them (outbox entries,
+        // inbox records, leases, checkpoints, dead letters); the intake queue from the sources to
+        // the engine. Standard library only.
+        .target(
+            name: "PushContracts",
+            dependencies: ["PushCore", "PushJSON", "PushMatching"]
         ),
         // JWS / JWE / JWK on swift-crypto; v2 sealers; bearer tokens; subscription ids.
         .target(
             name: "PushJOSE",
             dependencies: [
-                "PushCore",
+                "PushCore", "PushJSON",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
@@ -60,18 +85,22 @@ let package = Package(
         .target(
             name: "PushStore",
             dependencies: [
-                "PushCore", .product(name: "GRDB", package: "GRDB.swift"), .product(name: "GRDBSQLite", package: "GRDB.swift"),
-                .product(name: "PostgresNIO", package: "postgres-nio"), .product(name: "Logging", package: "swift-log"),
+                "PushCore", "PushJSON", "PushContracts", "PushJOSE",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         // The record engine: lines checked, records through the pipeline, notifications built,
         // batches committed; trees loaded, the subscription index kept in step with the store,
-        // expiry; the several-instance intake, leases and owners. Over the store protocols only.
+        // expiry; the several-instance intake, leases and owners. Over the store protocols
+        // (PushContracts) only.
         .target(
             name: "PushEngine",
             dependencies: [
-                "PushCore",
+                "PushCore", "PushJSON", "PushMatching", "PushContracts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -80,7 +109,7 @@ let package = Package(
         .target(
             name: "PushIngest",
             dependencies: [
-                "PushCore",
+                "PushCore", "PushContracts",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -108,9 +137,7 @@ let package = Package(
         .target(
             name: "PushDelivery",
             dependencies: [
-                "PushCore",
-                "PushJOSE",
-                "PushHTTP",
+                "PushCore", "PushJSON", "PushContracts", "PushJOSE", "PushHTTP",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -121,8 +148,7 @@ let package = Package(
         .target(
             name: "PushAPI",
             dependencies: [
-                "PushCore",
-                "PushJOSE",
+                "PushCore", "PushJSON", "PushMatching", "PushContracts", "PushJOSE",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
@@ -136,14 +162,7 @@ let package = Package(
         .target(
             name: "PushService",
             dependencies: [
-                "PushCore",
-                "PushJOSE",
-                "PushStore",
-                "PushAPI",
-                "PushEngine",
-                "PushIngest",
-                "PushDelivery",
-                "PushHTTP",
+                "PushCore", "PushJSON", "PushMatching", "PushContracts", "PushJOSE", "PushStore", "PushAPI", "PushEngine", "PushIngest", "PushDelivery", "PushHTTP",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -159,8 +178,7 @@ let package = Package(
         .target(
             name: "PushFakes",
             dependencies: [
-                "PushCore",
-                "PushJOSE",
+                "PushCore", "PushJSON", "PushJOSE",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
@@ -179,17 +197,14 @@ let package = Package(
         // Python references installed on demand. Never linked by the product.
         .target(
             name: "PushTestSupport",
-            dependencies: ["PushCore", "PushFakes"]
+            dependencies: ["PushJSON", "PushCore", "PushFakes"]
         ),
         // The demo: the service with the fake providers (`pushdispatch demo`).
         .target(
             name: "PushDemo",
             dependencies: [
-                "PushCore",
+                "PushCore", "PushJSON", "PushJOSE", "PushService", "PushFakes",
                 .product(name: "Crypto", package: "swift-crypto"),
-                "PushJOSE",
-                "PushService",
-                "PushFakes",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -200,10 +215,7 @@ let package = Package(
         .executableTarget(
             name: "pushdispatch",
             dependencies: [
-                "PushCore",
-                "PushJOSE",
-                "PushService",
-                "PushDemo",
+                "PushCore", "PushJSON", "PushMatching", "PushContracts", "PushJOSE", "PushService", "PushDemo",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -213,17 +225,7 @@ let package = Package(
         .executableTarget(
             name: "pushdispatch-bench",
             dependencies: [
-                "PushCore",
-                "PushJOSE",
-                "PushStore",
-                "PushEngine",
-                "PushIngest",
-                "PushDelivery",
-                "PushHTTP",
-                "PushService",
-                // The recording fake provider of the latency benchmark, nginx, child processes.
-                "PushFakes",
-                "PushTestSupport",
+                "PushCore", "PushJSON", "PushMatching", "PushContracts", "PushJOSE", "PushStore", "PushEngine", "PushIngest", "PushDelivery", "PushHTTP", "PushService", "PushFakes", "PushTestSupport",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
@@ -234,72 +236,79 @@ let package = Package(
             path: "Sources/PushBench"
         ),
         // The library for apps: nodes and subscriptions over the REST API (URLSession), the
-        // device key, notifications read and checked. The pure core, JOSE and swift-crypto
-        // only: no NIO, no server module, so that it builds for Apple platforms too.
+        // device key, notifications read and checked. PushJSON, PushCore, PushJOSE and
+        // swift-crypto only: no NIO, no server module, so that it builds for Apple platforms too.
         .target(
             name: "PushDispatchClient",
-            dependencies: ["PushCore", "PushJOSE", .product(name: "Crypto", package: "swift-crypto")]
+            dependencies: ["PushJSON", "PushCore", "PushJOSE", .product(name: "Crypto", package: "swift-crypto")]
         ),
         // A sample app of the library: subscribes, then prints the notifications it reads.
         .executableTarget(
             name: "pushdispatch-client-sample",
-            dependencies: ["PushDispatchClient", "PushCore", "PushJOSE", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            dependencies: ["PushJSON", "PushDispatchClient", "PushCore", "PushJOSE", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Sources/PushDispatchClientSample"
         ),
         .testTarget(
             name: "PushDispatchClientTests",
             dependencies: [
-                "PushDispatchClient", "PushCore", "PushJOSE", "PushDelivery", "PushTestSupport", "PushFakes", .product(name: "Crypto", package: "swift-crypto"),
+                "PushJSON", "PushDispatchClient", "PushCore", "PushMatching", "PushJOSE", "PushDelivery", "PushTestSupport", "PushFakes",
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
-        .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushTestSupport", "PushFakes"]),
+        .testTarget(name: "PushJSONTests", dependencies: ["PushJSON", "PushTestSupport"]),
+        .testTarget(name: "PushMatchingTests", dependencies: ["PushMatching", "PushCore", "PushJSON", "PushTestSupport"]),
+        .testTarget(name: "PushContractsTests", dependencies: ["PushContracts", "PushCore"]),
+        .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushJSON", "PushContracts", "PushTestSupport"]),
         .testTarget(
             name: "PushJOSETests",
             dependencies: [
-                "PushJOSE", "PushTestSupport", "PushFakes", .product(name: "Crypto", package: "swift-crypto"),
+                "PushCore", "PushJSON", "PushMatching", "PushJOSE", "PushTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
         .testTarget(
             name: "PushAPITests",
             dependencies: [
-                "PushAPI", "PushStore", "PushJOSE", "PushTestSupport", "PushFakes", .product(name: "HummingbirdTesting", package: "hummingbird"),
+                "PushCore", "PushJSON", "PushMatching", "PushContracts", "PushAPI", "PushStore", "PushJOSE", "PushTestSupport",
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "PushDeliveryTests",
             dependencies: [
-                "PushDelivery", "PushHTTP", "PushTestSupport", "PushFakes", "PushStore", "PushJOSE", .product(name: "AsyncHTTPClient", package: "async-http-client"),
-                .product(name: "Crypto", package: "swift-crypto"), .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                "PushCore", "PushJSON", "PushContracts", "PushDelivery", "PushHTTP", "PushTestSupport", "PushFakes", "PushStore", "PushJOSE",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
         .testTarget(
             name: "PushHTTPTests",
             dependencies: [
-                "PushHTTP", "PushTestSupport", "PushFakes", .product(name: "Logging", package: "swift-log"), .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP2", package: "swift-nio-http2"), .product(name: "NIOHPACK", package: "swift-nio-http2"),
+                "PushCore", "PushHTTP", "PushTestSupport", "PushFakes",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP2", package: "swift-nio-http2"),
+                .product(name: "NIOHPACK", package: "swift-nio-http2"),
             ]
         ),
         .testTarget(
             name: "PushStoreTests",
-            dependencies: ["PushStore", "PushJOSE", "PushTestSupport", "PushFakes", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["PushCore", "PushContracts", "PushStore", "PushJOSE", "PushTestSupport", "PushFakes", .product(name: "Logging", package: "swift-log")]
         ),
-        .testTarget(name: "PushIngestTests", dependencies: ["PushIngest", "PushTestSupport", "PushFakes", .product(name: "NIOPosix", package: "swift-nio")]),
+        .testTarget(name: "PushIngestTests", dependencies: ["PushCore", "PushJSON", "PushContracts", "PushIngest", "PushTestSupport", "PushFakes", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "PushEngineTests",
-            dependencies: ["PushEngine", "PushStore", "PushJOSE", "PushTestSupport", "PushFakes", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["PushCore", "PushJSON", "PushMatching", "PushContracts", "PushEngine", "PushStore", "PushJOSE", "PushTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "PushServiceTests",
             dependencies: [
-                "PushService",
-                "PushEngine",
-                "PushStore",
-                "PushIngest",
-                "PushJOSE",
-                "PushTestSupport", "PushFakes",
+                "PushAPI", "PushCore", "PushJSON", "PushContracts", "PushService", "PushEngine", "PushStore", "PushIngest", "PushJOSE", "PushTestSupport", "PushFakes",
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -309,7 +318,8 @@ let package = Package(
         .testTarget(
             name: "EndToEndTests",
             dependencies: [
-                "PushCore", "PushJOSE", "PushStore", "PushTestSupport", "PushFakes", "PushDispatchClient", .product(name: "Crypto", package: "swift-crypto"),
+                "PushCore", "PushJSON", "PushMatching", "PushJOSE", "PushStore", "PushTestSupport", "PushFakes", "PushDispatchClient",
+                .product(name: "Crypto", package: "swift-crypto"),
             ]
         ),
     ],

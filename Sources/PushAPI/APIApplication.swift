@@ -1,5 +1,6 @@
 import PushCore
 import PushJOSE
+import PushMatching
 
 /// What the API needs to know of one application.
 public struct APIApplication: Sendable {

@@ -1,5 +1,6 @@
 import Hummingbird
 import PushCore
+import PushJSON
 
 /// A deliberate error response: `{"error":"<code>","message":"<human text>"}` (SPEC §5), with
 /// its status and headers. Clients act on ``code``; ``message`` says what was wrong, where, and

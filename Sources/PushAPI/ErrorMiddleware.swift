@@ -3,6 +3,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PushCore
+import PushContracts
 
 /// Turns every failure into a deliberate JSON error: an ``APIError`` as it is, a route that
 /// does not exist as 404, an over-long body as 413; anything else is logged and answered 500.

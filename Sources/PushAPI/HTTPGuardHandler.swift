@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOHTTPTypes
 import PushCore
+import PushJSON
 
 #if canImport(Glibc)
 import Glibc

@@ -2,6 +2,7 @@ import HTTPTypes
 import Hummingbird
 import NIOCore
 import PushCore
+import PushJSON
 
 /// What the operator's endpoints read: the service's metrics as Prometheus text and its
 /// status document (SPEC §11.13).

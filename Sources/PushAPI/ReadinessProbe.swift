@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// Whether the service is ready to be sent traffic (`/readyz`).
 public protocol ReadinessProbe: Sendable {

@@ -1,8 +1,11 @@
 import Foundation
 import Hummingbird
 import Logging
+import PushContracts
 import PushCore
 import PushJOSE
+import PushJSON
+import PushMatching
 
 /// The subscription REST API (SPEC §5), plus `/.well-known/jwks.json` and health.
 ///

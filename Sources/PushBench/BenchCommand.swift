@@ -1,5 +1,7 @@
 import ArgumentParser
 import PushCore
+import PushJSON
+import PushMatching
 
 /// `pushdispatch-bench`: the benchmarks, each beside its reference in one run
 /// (docs/benchmarks.md). Build with `-c release`.

@@ -1,15 +1,18 @@
 import ArgumentParser
 import Crypto
+import CryptoExtras
 import Foundation
 import Logging
-import CryptoExtras
+import PushContracts
 import PushCore
 import PushDelivery
+import PushFakes
 import PushHTTP
 import PushJOSE
+import PushJSON
+import PushMatching
 import PushService
 import PushStore
-import PushFakes
 import PushTestSupport
 import Synchronization
 

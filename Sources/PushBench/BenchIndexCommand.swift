@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushCore
+import PushMatching
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,6 @@
 import PushCore
+import PushJSON
+import PushMatching
 
 /// The subscriptions and writes of one `bench index` data shape, generated reproducibly.
 struct BenchIndexData {

@@ -2,6 +2,8 @@ import ArgumentParser
 import Foundation
 import Logging
 import PushCore
+import PushJSON
+import PushMatching
 import PushService
 import PushStore
 

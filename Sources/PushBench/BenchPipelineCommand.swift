@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PushCore
+import PushJSON
 import PushFakes
 import PushTestSupport
 import Synchronization

@@ -3,6 +3,8 @@ import Crypto
 import CryptoExtras
 import PushCore
 import PushJOSE
+import PushJSON
+import PushMatching
 
 struct BenchV2: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,9 +1,12 @@
 import Foundation
 import Logging
+import PushContracts
 import PushCore
 import PushEngine
 import PushIngest
 import PushJOSE
+import PushJSON
+import PushMatching
 import PushStore
 
 /// The ingestion path measured end to end (`pushdispatch-bench ingest`): record lines through

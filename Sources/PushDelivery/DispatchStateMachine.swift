@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 
 /// The delivery worker's decisions, without its awaits: events in (claimed, sent, answered,
 /// settled, stopping), actions out (claim this many, send these, settle with these, sleep until

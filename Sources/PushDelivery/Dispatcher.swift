@@ -1,4 +1,5 @@
 import Logging
+import PushContracts
 import PushCore
 import ServiceLifecycle
 import Synchronization

@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 import PushHTTP
 import PushJOSE
 

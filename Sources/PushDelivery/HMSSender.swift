@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 import PushHTTP
 
 /// HMS Push Kit for one application (SPEC §8).

@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 
 /// Delivers one notification to one provider and says what the answer means. Never throws:
 /// every failure is an outcome.

@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 import PushHTTP
 
 /// The classification of provider answers (SPEC §8 table; `reference/provider-apis.md` §2, §4,

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import PushCore
+import PushJSON
 
 /// The request bodies of each provider, spliced around the payload bytes the outbox holds
 /// (the payload is never parsed again on the way out).

@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 
 /// The senders of one application: one per provider configured, one per webhook name.
 public struct ApplicationSenders: Sendable {

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PushCore
+import PushJSON
 import PushJOSE
 import PushService
 import PushFakes

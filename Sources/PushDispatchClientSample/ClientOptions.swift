@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PushDispatchClient
 import PushJOSE
+import PushJSON
 
 /// What every command needs to reach the service as one user of one application, on one
 /// device.

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PushCore
+import PushJSON
 import PushJOSE
 
 /// `dev-token`: prints an HS256 bearer token for a user, signed with the application's

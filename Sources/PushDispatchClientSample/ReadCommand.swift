@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PushCore
+import PushJSON
 import PushDispatchClient
 
 /// `read`: reads the data maps this device received, one JSON object per line on standard

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PushCore
+import PushJSON
 import PushDispatchClient
 
 /// `subscribe`: subscribes this device (or a webhook) to a node, and prints the subscription.

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import PushCore
+import PushJSON
 import PushJOSE
 
 /// The APNs provider API the fakes play (`POST /3/device/{token}`; HTTP/2 over TLS when the

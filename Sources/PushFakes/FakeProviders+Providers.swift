@@ -11,6 +11,7 @@ import NIOHTTP2
 import NIOHTTPTypes
 import NIOSSL
 import PushCore
+import PushJSON
 import PushJOSE
 import Synchronization
 

@@ -3,6 +3,7 @@ import Foundation
 import HTTPTypes
 import Hummingbird
 import PushCore
+import PushJSON
 import PushJOSE
 
 /// A browser's subscription, as the fake push service and the browser behind it keep it.

@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 
 #if canImport(Glibc)
 import Glibc

@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 import ServiceLifecycle
 
 /// Tails the queue file (SPEC §4) into the ingest queue, as a `Service`.

@@ -7,6 +7,7 @@ import Logging
 import NIOCore
 import NIOPosix
 import PushCore
+import PushContracts
 import ServiceLifecycle
 import Synchronization
 

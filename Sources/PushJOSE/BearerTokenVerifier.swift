@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// Verifies the bearer tokens of the REST API (SPEC §5, §11.10): a JWT signed with the
 /// application's HS256 secret or one of the keys of its JWK Set, within its `exp` / `nbf`

@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// Why a JOSE operation failed, named so that a person can act on it.
 public struct JOSEError: Error, Sendable, Equatable, CustomStringConvertible {

@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import PushCore
+import PushJSON
 
 /// Key management algorithms (RFC 7518 §4).
 public enum JWEKeyAlgorithm: String, Sendable, CaseIterable {

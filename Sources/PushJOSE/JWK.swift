@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import PushCore
+import PushJSON
 
 /// A JSON Web Key (RFC 7517): EC P-256, OKP Ed25519, RSA or an octet sequence.
 public struct JWK: Sendable {

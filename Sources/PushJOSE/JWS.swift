@@ -1,6 +1,7 @@
 import Crypto
 import CryptoExtras
 import PushCore
+import PushJSON
 
 /// Signature algorithms (RFC 7518 §3, RFC 8037).
 public enum JWSAlgorithm: String, Sendable, CaseIterable {

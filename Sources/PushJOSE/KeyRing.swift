@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// What a key is used for.
 public enum KeyUse: String, Sendable {

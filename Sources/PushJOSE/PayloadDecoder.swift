@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// Reads data payloads (v1 or v2) back into the event object of SPEC §7.3, verifying and
 /// decrypting v2 `evt` tokens: the reverse of `pushdispatch payload`.

@@ -1,5 +1,6 @@
 import CryptoExtras
 import PushCore
+import PushJSON
 
 /// A Google service-account key file (the JSON the Firebase console downloads): what FCM's
 /// OAuth needs to sign its JWT bearer grant (RS256) and where to send it.

@@ -1,5 +1,6 @@
 import Crypto
 import PushCore
+import PushJSON
 
 /// The service's own ES256 signing key: used for applications that configure no signing key,
 /// published at `/.well-known/jwks.json`.

@@ -1,5 +1,6 @@
 import Logging
 import PostgresNIO
+import PushJSON
 
 /// The PostgreSQL schema: frozen, versioned migrations (a released one never changes; a change
 /// is a new version), applied at open under an advisory lock, each in one transaction with its

@@ -2,6 +2,7 @@ import Foundation
 import Logging
 import PostgresNIO
 import PushCore
+import PushContracts
 
 extension PostgresStore: ClusterStore {
     /// The channel that wakes instances: `inbox` (records wait for their owner), `outbox`

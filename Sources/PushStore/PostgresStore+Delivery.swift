@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import PushCore
+import PushContracts
 
 extension PostgresStore: DeliveryStore {
     public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {

@@ -2,6 +2,8 @@ import Foundation
 import GRDB
 import PostgresNIO
 import PushCore
+import PushContracts
+import PushJSON
 
 /// What `pushdispatch import` carries into a fresh PostgreSQL database.
 public struct StoreContents: Sendable {

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import PushCore
+import PushContracts
 
 extension PostgresStore: IngestStore {
     /// Snapshot chunks: a large tree is written over several short transactions.

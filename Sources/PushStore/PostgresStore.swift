@@ -2,6 +2,9 @@ import Foundation
 import Logging
 import PostgresNIO
 import PushCore
+import PushJOSE
+import PushContracts
+import PushJSON
 import Synchronization
 
 /// The PostgreSQL store (SPEC §9 `store.postgres`), for several instances sharing one

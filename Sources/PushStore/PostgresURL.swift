@@ -3,6 +3,7 @@ import Logging
 import NIOSSL
 import PostgresNIO
 import PushCore
+import PushContracts
 
 /// A `store.postgres` URL, `postgres://user:password@host:port/database?sslmode=…&sslrootcert=…`,
 /// parsed: where the database is, who connects, and how TLS is used (``PostgresTLS``). It holds

@@ -1,4 +1,6 @@
 import PushCore
+import PushJOSE
+import PushContracts
 
 /// What the service runs on: every store protocol, and what operators ask of a store.
 public protocol RuntimeStore: SubscriptionStore, ServiceKeyStore, IngestStore, DeliveryStore {

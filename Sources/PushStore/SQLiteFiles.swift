@@ -6,6 +6,7 @@
     import Darwin
 #endif
 import PushCore
+import PushContracts
 
 /// The SQLite database's files on disk: who may read them, and which process serves them.
 ///

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import PushCore
+import PushContracts
 
 extension SQLiteStore: DeliveryStore {
     /// `AND NOT ((app = ? AND kind = ? AND coalesce(destination, '') = ?) OR …)` for the

@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import PushCore
+import PushContracts
 
 extension SQLiteStore: IngestStore {
     /// Snapshot chunks: a large tree is written over several short transactions.

@@ -1,5 +1,8 @@
 import GRDB
 import PushCore
+import PushJOSE
+import PushContracts
+import PushJSON
 import Synchronization
 
 /// The embedded store: one SQLite database in WAL mode (GRDB `DatabasePool`: one writer,

@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// A seeded random number generator (SplitMix64): the same seed gives the same sequence, so a
 /// failing bad-input case is reproduced from its seed.

@@ -1,4 +1,5 @@
 import ArgumentParser
+import PushJSON
 
 /// The `pushdispatch` executable: argument parsing and calls into PushService (and PushDemo
 /// for `demo`), nothing else. Benchmarks are `pushdispatch-bench`.

@@ -97,4 +97,16 @@ struct ArchitectureDocumentTests {
         #expect(!closure.contains("PushTestSupport"), "\(closure.sorted())")
         #expect(closure.contains("PushService"), "the closure was read as \(closure.sorted())")
     }
+
+    @Test("the app library's dependency closure holds the pure layers it uses and nothing of the server")
+    func appLibraryWithoutServerCode() throws {
+        let package = try Self.packageTargets()
+        var closure: Set<String> = []
+        var queue = ["PushDispatchClient"]
+        while let next = queue.popLast() {
+            for dependency in package[next] ?? [] where closure.insert(dependency).inserted { queue.append(dependency) }
+        }
+        let ours = Set(package.keys)
+        #expect(closure.intersection(ours) == ["PushJSON", "PushCore", "PushJOSE"], "\(closure.intersection(ours).sorted())")
+    }
 }

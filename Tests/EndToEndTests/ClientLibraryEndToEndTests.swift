@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 import PushDispatchClient
 import PushJOSE
 import PushTestSupport

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import PushCore
+import PushJSON
 import PushDispatchClient
 import PushJOSE
 import PushFakes

@@ -1,8 +1,10 @@
 import Foundation
-import PushTestSupport
 import PushCore
 import PushJOSE
+import PushJSON
+import PushMatching
 import PushStore
+import PushTestSupport
 import Testing
 
 #if canImport(Glibc)

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PushTestSupport
+import PushJSON
 
 @Suite("pushdispatch payload, run as a process", .processLevel)
 struct PayloadCommandTests {

@@ -2,6 +2,7 @@ import Foundation
 import PushFakes
 import PushTestSupport
 import PushCore
+import PushJSON
 import PushJOSE
 import Synchronization
 import Testing

@@ -5,8 +5,11 @@ import HummingbirdTesting
 import Logging
 import NIOCore
 import PushAPI
+import PushContracts
 import PushCore
 import PushJOSE
+import PushJSON
+import PushMatching
 import PushStore
 import PushTestSupport
 import Synchronization

@@ -1,6 +1,8 @@
 import HTTPTypes
 import PushAPI
 import PushCore
+import PushJSON
+import PushMatching
 import PushTestSupport
 import Testing
 

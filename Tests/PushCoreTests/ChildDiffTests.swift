@@ -1,5 +1,6 @@
 import Testing
 @testable import PushCore
+import PushJSON
 
 @Suite("Child diffs (SPEC §6)")
 struct ChildDiffTests {

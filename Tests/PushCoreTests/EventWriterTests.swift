@@ -1,5 +1,6 @@
 import Testing
 @testable import PushCore
+import PushJSON
 
 @Suite("v2 event objects (SPEC §7.3)")
 struct EventWriterTests {

@@ -1,3 +1,4 @@
+import PushTestSupport
 import Testing
 @testable import PushCore
 
@@ -16,7 +17,7 @@ struct PathTests {
     /// plain normalisation (the definition of SPEC §2, written out here independently).
     @Test("the string is the canonical join of the keys, for seeded texts of slashes, dots and keys", arguments: [1, 2, 3] as [UInt64])
     func canonicalString(seed: UInt64) throws {
-        var random = JSONObjectTests.SplitMix(state: seed)
+        var random = SeededRandom(seed: seed)
         let pieces = ["/", "/", "/", ".", "..", "a", "bc", "é", "..", "/."]
         for _ in 0..<3_000 {
             let text = (0..<Int.random(in: 0...8, using: &random)).map { _ in pieces.randomElement(using: &random)! }.joined()

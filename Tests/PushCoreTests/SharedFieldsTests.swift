@@ -1,12 +1,15 @@
 import Testing
 @testable import PushCore
+import PushContracts
 
 /// ``Subscription`` and ``OutboxEntry`` share their fields between copies: still values.
 @Suite("Values sharing their fields")
 struct SharedFieldsTests {
     @Test("a changed copy leaves the original as it was; equality is by fields, not by box")
     func valueSemantics() {
-        let original = RecordPipelineTests.subscription(7, "/a/b", uid: "u1")
+        let original = Subscription(
+            id: "s7", tuple: SubscriptionTuple(app: "toto", uid: "u1", kind: .fcm, destination: nil, path: try! Path("/a/b"), context: "token-7"),
+            mode: .value, format: .v1, encryption: nil, createdAt: 0, expiresAt: 1, handle: 7)
         var changed = original
         #expect(changed == original)
         changed.expiresAt = original.expiresAt + 60

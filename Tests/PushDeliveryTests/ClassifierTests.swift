@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 @testable import PushDelivery
 import PushHTTP
 import PushFakes

@@ -1,11 +1,12 @@
 import Foundation
 import Logging
+import PushContracts
 import PushCore
 @testable import PushDelivery
+import PushFakes
 import PushHTTP
 import PushJOSE
 import PushStore
-import PushFakes
 import PushTestSupport
 import Synchronization
 import Testing

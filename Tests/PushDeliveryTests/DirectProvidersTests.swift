@@ -1,6 +1,8 @@
 import Crypto
 import Foundation
 import PushCore
+import PushContracts
+import PushJSON
 @testable import PushDelivery
 import PushJOSE
 import PushStore

@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 @testable import PushDelivery
 import PushHTTP
 import Testing

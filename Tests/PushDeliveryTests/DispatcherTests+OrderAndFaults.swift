@@ -1,6 +1,8 @@
 import Foundation
 import Logging
 import PushCore
+import PushContracts
+import PushJSON
 @testable import PushDelivery
 import PushHTTP
 import PushJOSE

@@ -4,6 +4,7 @@ import Foundation
 import NIOCore
 import NIOSSL
 import PushCore
+import PushJSON
 @testable import PushDelivery
 import PushHTTP
 import PushJOSE

@@ -1,6 +1,7 @@
 import Foundation
 import NIOCore
 import PushCore
+import PushContracts
 @testable import PushDelivery
 import PushHTTP
 import PushFakes

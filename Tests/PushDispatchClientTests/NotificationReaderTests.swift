@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 import PushDispatchClient
 import PushJOSE
 import PushTestSupport

@@ -1,8 +1,10 @@
 import Crypto
 import Foundation
 import PushCore
-import PushJOSE
 import PushFakes
+import PushJOSE
+import PushJSON
+import PushMatching
 import PushTestSupport
 
 /// Payloads made by the service's own code (the v1 and v2 builders, PushJOSE's sealers) with

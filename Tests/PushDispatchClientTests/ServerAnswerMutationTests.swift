@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 import PushTestSupport
 import Testing
 

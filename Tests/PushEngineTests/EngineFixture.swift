@@ -1,11 +1,14 @@
 import Foundation
 import Logging
+import PushContracts
 import PushCore
+@testable import PushEngine
 import PushJOSE
+import PushJSON
+import PushMatching
 import PushStore
 import PushTestSupport
 import Synchronization
-@testable import PushEngine
 
 /// The record engine's pieces over a real SQLite store in a temporary folder, with a manual
 /// clock: what the engine tests construct directly, without a service loop or a sleep.

@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 import PushStore
 import PushTestSupport
 @testable import PushEngine

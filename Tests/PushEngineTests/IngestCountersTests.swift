@@ -1,5 +1,6 @@
 import PushCore
 import PushEngine
+import PushMatching
 import Testing
 
 @Suite("Ingestion counters")

@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 import PushStore
 @testable import PushEngine
 import Testing

@@ -1,4 +1,6 @@
 import PushCore
+import PushContracts
+import PushJSON
 import PushEngine
 import Testing
 

@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 @testable import PushEngine
 import Testing
 

@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 import PushEngine
 import PushStore
 import PushTestSupport

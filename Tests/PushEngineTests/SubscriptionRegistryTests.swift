@@ -2,6 +2,8 @@ import Foundation
 import Synchronization
 import Logging
 import PushCore
+import PushContracts
+import PushJSON
 import PushJOSE
 import PushStore
 @testable import PushEngine

@@ -1,6 +1,8 @@
 import Foundation
 import Logging
 import PushCore
+import PushContracts
+import PushJSON
 import PushTestSupport
 @testable import PushIngest
 import Synchronization

@@ -1,7 +1,9 @@
 import PushCore
+@testable import PushJOSE
+import PushJSON
+import PushMatching
 import PushTestSupport
 import Testing
-@testable import PushJOSE
 
 /// Seeded, bounded mutation suites over tokens and payloads: a damaged token is never
 /// accepted; an accepted payload always reads back to the event that was sealed.

@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Testing
 import PushCore
+import PushJSON
 @testable import PushJOSE
 
 @Suite("Bearer tokens of the REST API")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PushCore
+import PushJSON
 @testable import PushJOSE
 
 @Suite("Decoding payloads back to events")

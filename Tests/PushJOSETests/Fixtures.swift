@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 @testable import PushJOSE
 
 /// Files under the repository's `fixtures/`.

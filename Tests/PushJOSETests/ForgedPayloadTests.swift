@@ -2,6 +2,7 @@ import Crypto
 import CryptoExtras
 import Testing
 import PushCore
+import PushJSON
 @testable import PushJOSE
 
 /// A device decodes what it receives with `decode`'s rules; each payload here is one an

@@ -1,5 +1,6 @@
 import Testing
 import PushCore
+import PushJSON
 @testable import PushJOSE
 
 @Suite("JWS")

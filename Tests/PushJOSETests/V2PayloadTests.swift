@@ -1,6 +1,8 @@
-import Testing
 import PushCore
 @testable import PushJOSE
+import PushJSON
+import PushMatching
+import Testing
 
 @Suite("v2 payloads (SPEC §7.3, §7.4)")
 struct V2PayloadTests {

@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 import PushEngine
 @testable import PushService
 import PushTestSupport

@@ -4,6 +4,7 @@ import Logging
 import NIOCore
 import NIOHTTP1
 import PushCore
+import PushJSON
 import PushAPI
 import PushJOSE
 import PushTestSupport

@@ -1,6 +1,7 @@
 import Foundation
 import NIOHTTP1
 import PushCore
+import PushJSON
 import PushJOSE
 import PushStore
 @testable import PushService

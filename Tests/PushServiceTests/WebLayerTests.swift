@@ -5,6 +5,7 @@ import Glibc
 import NIOCore
 import PushAPI
 import PushCore
+import PushJSON
 @testable import PushService
 import PushFakes
 import PushTestSupport

@@ -1,6 +1,7 @@
 import Foundation
 import PostgresNIO
 import PushCore
+import PushContracts
 @testable import PushStore
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushContracts
 @testable import PushStore
 import PushFakes
 import PushTestSupport

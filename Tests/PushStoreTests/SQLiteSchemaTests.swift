@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushCore
+import PushContracts
 import PushJOSE
 @testable import PushStore
 import PushTestSupport

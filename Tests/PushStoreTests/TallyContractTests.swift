@@ -3,6 +3,7 @@ import GRDB
 import Logging
 import PostgresNIO
 import PushCore
+import PushContracts
 @testable import PushStore
 import PushTestSupport
 import Testing

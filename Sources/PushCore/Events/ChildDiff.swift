@@ -1,3 +1,5 @@
+import PushJSON
+
 /// How the children of a node differ between two versions (SPEC §6).
 ///
 /// `added`: keys absent before and present after, with their new values; `changed`: keys
@@ -112,7 +114,8 @@ extension ChildDiff {
         writer.withSink { writeKeys(keys, PlainLevel.self, &$0) }
     }
 
-    static func writeMembers<L: EscapeLevel>(
+    @inlinable
+    package static func writeMembers<L: EscapeLevel>(
         _ members: ContiguousArray<JSONObject.Member>, keysOnly: Bool, _ level: L.Type, _ sink: inout ByteSink
     ) {
         sink.append(UInt8(ascii: "{"))
@@ -127,7 +130,8 @@ extension ChildDiff {
         sink.append(UInt8(ascii: "}"))
     }
 
-    static func writeKeys<L: EscapeLevel>(_ keys: [Key], _ level: L.Type, _ sink: inout ByteSink) {
+    @inlinable
+    package static func writeKeys<L: EscapeLevel>(_ keys: [Key], _ level: L.Type, _ sink: inout ByteSink) {
         sink.append(UInt8(ascii: "["))
         var first = true
         for key in keys {

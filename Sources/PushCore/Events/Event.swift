@@ -1,3 +1,5 @@
+import PushJSON
+
 /// How a subscription wants to hear about changes (SPEC §5).
 public enum Mode: String, Sendable, CaseIterable {
     /// A wake-up only.

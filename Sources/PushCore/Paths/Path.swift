@@ -1,3 +1,5 @@
+import PushJSON
+
 /// A location in the data tree: a sequence of keys (SPEC §2).
 ///
 /// Canonical form starts with `/`; the root is `/`; there is no trailing `/`. Parsing

@@ -1,3 +1,5 @@
+import PushJSON
+
 /// Why a path or key is not acceptable.
 public struct PathError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Code: Sendable, Equatable {
@@ -42,6 +44,6 @@ public struct PathError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 /// A string in double quotes, escaped as JSON would write it (so control characters show).
-func quoted(_ text: String) -> String {
+package func quoted(_ text: String) -> String {
     JSONWriter.quoted(text)
 }

@@ -1,3 +1,5 @@
+import PushJSON
+
 /// Writes the v2 event object of SPEC §7.3 (also the `event` of webhook bodies, §8).
 ///
 /// Fields in order: `t` ("v" data, "r" revocation), `m` (mode; data only), `a` (app), `p`

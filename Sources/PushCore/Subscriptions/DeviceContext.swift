@@ -1,3 +1,5 @@
+import PushJSON
+
 /// An APNs device token as a subscription's `context` carries it: hexadecimal text.
 ///
 /// Apple's tokens are 32 bytes today (64 hexadecimal digits), and Apple says not to count on

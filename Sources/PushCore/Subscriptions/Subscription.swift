@@ -1,3 +1,5 @@
+import PushJSON
+
 /// Where a subscription's notifications go (SPEC §5).
 public enum SubscriptionKind: String, Sendable, CaseIterable {
     /// Firebase Cloud Messaging; `context` is the device's FCM token.

@@ -2,24 +2,30 @@
 /// per string or array it holds; a change makes a new box. For values copied often and changed
 /// rarely (``Subscription``, ``OutboxEntry``). Equal when the boxes are the same or the fields
 /// are equal.
-struct SharedFields<Fields: Sendable & Equatable>: Sendable, Equatable {
+/// Package-wide (``OutboxEntry`` lives in PushContracts) and inlinable, as it was when both were
+/// in one module: a field read is a load, not a call.
+package struct SharedFields<Fields: Sendable & Equatable>: Sendable, Equatable {
+    @usableFromInline
     final class Box: Sendable {
-        let fields: Fields
-        init(_ fields: Fields) { self.fields = fields }
+        @usableFromInline let fields: Fields
+        @inlinable init(_ fields: Fields) { self.fields = fields }
     }
 
-    private var box: Box
+    @usableFromInline var box: Box
 
-    init(_ fields: Fields) {
+    @inlinable
+    package init(_ fields: Fields) {
         box = Box(fields)
     }
 
-    var fields: Fields {
+    @inlinable
+    package var fields: Fields {
         get { box.fields }
         set { box = Box(newValue) }
     }
 
-    static func == (lhs: SharedFields, rhs: SharedFields) -> Bool {
+    @inlinable
+    package static func == (lhs: SharedFields, rhs: SharedFields) -> Bool {
         lhs.box === rhs.box || lhs.box.fields == rhs.box.fields
     }
 }

@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 import PushHTTP
 
 /// APNs directly, for one application (token-based authentication over HTTP/2): a background

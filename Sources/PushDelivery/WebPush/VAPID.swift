@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import PushCore
+import PushJSON
 import PushJOSE
 
 /// Voluntary application server identification for Web Push (RFC 8292): a JWT signed with

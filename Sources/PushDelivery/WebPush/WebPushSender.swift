@@ -1,5 +1,6 @@
 import Crypto
 import PushCore
+import PushContracts
 import PushHTTP
 import PushJOSE
 import Synchronization

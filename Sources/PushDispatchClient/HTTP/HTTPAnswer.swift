@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// One answer of the service: its status, the headers the client reads, and the body.
 struct HTTPAnswer: Sendable {

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import PushCore
+import PushJSON
 import PushJOSE
 
 /// The device's P-256 key pair, loaded from its ``DeviceKeyStore`` (or made and stored there

@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 extension DataNode {
     /// Subscribes this device to changes of this node, through its push provider (SPEC §5):

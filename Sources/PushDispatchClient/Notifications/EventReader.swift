@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// Reads the event object of SPEC §7.3 (what a v2 `evt` carries, what `decode` prints for a
 /// v1 payload, and the `event` of a webhook body) into a typed event, strictly: every field of

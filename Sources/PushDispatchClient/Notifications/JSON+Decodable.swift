@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 
 extension JSON {
     /// The value decoded into an app type, with Foundation's `JSONDecoder`:

@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 import PushJOSE
 
 /// Reads the data payload of a push (SPEC §7.2 v1, §7.3 v2) into a ``PushNotification``, with

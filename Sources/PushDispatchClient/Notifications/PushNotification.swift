@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// A notification of the service, read and checked: which node it is about, what happened,
 /// whether it carries everything, and what the app should do next.

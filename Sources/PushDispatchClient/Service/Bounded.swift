@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// Inputs echoed in messages, cut to a bounded length.
 enum Bounded {

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 
 /// The device's push token and the provider that issued it: where notifications
 /// subscribed through ``DataNode/subscribeThroughNotifications(descriptor:)`` go.

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 
 /// One subscription as the service keeps it: its id, node, target and lifetime. It can be
 /// refreshed (its expiration pushed forward) and cancelled.

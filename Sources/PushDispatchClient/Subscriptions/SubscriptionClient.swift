@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 
 /// The subscription requests of one application: creating, removing, listing, refreshing,
 /// and reading the documents the service answers with.

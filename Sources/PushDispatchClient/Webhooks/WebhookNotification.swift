@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 
 /// A webhook request of the service, verified: the notification and what the envelope says
 /// about it (SPEC §8).

@@ -1,5 +1,8 @@
 import Logging
+import PushContracts
 import PushCore
+import PushJSON
+import PushMatching
 
 /// Read access (SPEC §12.5): every subscription's access is evaluated against the data it sees
 /// before a record reaches it. A write re-evaluates the subscriptions whose evaluation read what

@@ -1,4 +1,6 @@
+import PushContracts
 import PushCore
+import PushMatching
 import Synchronization
 
 /// The data trees as the record engine holds them, for the read-rule checks of the REST API

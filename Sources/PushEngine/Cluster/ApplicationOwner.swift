@@ -1,5 +1,7 @@
 import Logging
+import PushContracts
 import PushCore
+import PushMatching
 import ServiceLifecycle
 
 /// Processes the records of the applications this instance holds: an application's tree is

@@ -1,5 +1,7 @@
 import Logging
+import PushContracts
 import PushCore
+import PushMatching
 import ServiceLifecycle
 
 /// Wakes this instance's parts as soon as another instance (or this one) has something for

@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 import ServiceLifecycle
 
 /// Takes lines from this instance's sources into the shared inbox: each line is checked as far

@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 
 /// The timing of several instances sharing one PostgreSQL database (docs/scaling-out.md): every
 /// instance takes records from its own sources into the shared inbox (``InboxIntake``); each

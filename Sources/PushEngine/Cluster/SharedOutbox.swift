@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 import ServiceLifecycle
 
 /// The outbox changed here: the local delivery worker looks for work at once, and the other

@@ -1,5 +1,7 @@
 import Logging
+import PushContracts
 import PushCore
+import PushMatching
 import ServiceLifecycle
 
 /// Removes expired subscriptions every `interval` (SPEC §5, §11.9): each gets a `revoke` with

@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 
 /// Revocations a version-1 store queued without a payload.
 public enum LegacyRevocations {

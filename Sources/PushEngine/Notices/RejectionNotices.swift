@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 
 /// Builds the `revoke` (reason `delivery_rejected`) of a subscription a provider refused, in
 /// its format, while it still exists (SPEC §8): the delivery worker queues it with the

@@ -1,5 +1,7 @@
 import Logging
+import PushContracts
 import PushCore
+import PushMatching
 
 /// Commits prepared batches, in the order durability needs: the refused lines on disk first (a
 /// refused line is never lost), then the batch in one transaction, then what its records did

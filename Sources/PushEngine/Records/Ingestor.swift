@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 import ServiceLifecycle
 
 /// A single instance's record processing: lines from the sources are checked

@@ -1,4 +1,6 @@
+import PushContracts
 import PushCore
+import PushMatching
 
 /// The checks a line passes before its record is applied (SPEC §4, §11.2): its length, a valid
 /// change record, and a `seq` after the last accepted one of its source. The single instance's

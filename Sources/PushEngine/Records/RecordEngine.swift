@@ -1,5 +1,7 @@
 import Logging
+import PushContracts
 import PushCore
+import PushMatching
 
 /// The record engine: checked change records in, one commit's worth of effects out. Each
 /// record goes through the ``RecordPipeline`` (its application's tree, the matching index, the

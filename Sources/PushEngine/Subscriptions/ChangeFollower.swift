@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 import ServiceLifecycle
 
 /// Applies changes made by others (an operator command, another instance) to the index every

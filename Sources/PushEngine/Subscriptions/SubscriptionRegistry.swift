@@ -1,5 +1,7 @@
 import Logging
+import PushContracts
 import PushCore
+import PushMatching
 import Synchronization
 
 /// The in-memory subscription index, kept in step with the store.

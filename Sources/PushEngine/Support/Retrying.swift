@@ -1,5 +1,6 @@
 import Logging
 import PushCore
+import PushContracts
 
 /// Runs `body` until it succeeds, waiting longer after each failure (up to 5 s), logging each:
 /// the store may be busy or the disk full for a while; giving up would lose data. Stops with

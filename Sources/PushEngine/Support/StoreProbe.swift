@@ -1,4 +1,5 @@
 import PushCore
+import PushContracts
 import ServiceLifecycle
 
 /// Reads the store every `interval` and tells ``StoreHealth`` how it went: a read that fails,

@@ -1,5 +1,8 @@
 import Logging
+import PushContracts
 import PushCore
+import PushJSON
+import PushMatching
 
 /// A tree to snapshot: an application's tree as of the journal row `through`.
 public struct SnapshotRequest: Sendable {

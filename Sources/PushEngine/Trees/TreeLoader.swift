@@ -1,5 +1,8 @@
 import Logging
+import PushContracts
 import PushCore
+import PushJSON
+import PushMatching
 
 /// Rebuilds every application's tree at start: its last snapshot, then the journal of the
 /// records accepted since (docs/durability.md).

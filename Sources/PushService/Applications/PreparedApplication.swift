@@ -2,7 +2,9 @@ import Foundation
 import PushAPI
 import PushCore
 import PushDelivery
+import PushEngine
 import PushJOSE
+import PushMatching
 
 /// An application's configuration with its key files read and checked: what the API, the
 /// record pipeline and the payload sealers need of it.

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 import PushDelivery
 import PushIngest
 import PushJOSE

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 import Yams
 
 /// Reads the configuration (SPEC §9): a YAML or JSON file (JSON is YAML), then

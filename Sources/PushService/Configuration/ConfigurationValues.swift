@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushJSON
 
 enum ConfigurationValues {
     /// `500ms`, `10s`, `5m`, `2h`, `7d`.

@@ -1,6 +1,8 @@
 import Foundation
 import PushCore
 import PushIngest
+import PushJSON
+import PushMatching
 
 /// The service's configuration (SPEC §9), validated. Every field has a default, listed with
 /// it; `ConfigurationLoader` reads it from a YAML or JSON file and `PUSHDISPATCH_*` variables.

@@ -1,6 +1,7 @@
 import Foundation
 import Logging
 import PushCore
+import PushJSON
 
 /// One JSON object per log line on standard error (`--log-format json`):
 /// `{"level","label","message","source","ts",…metadata}`, metadata values as strings (nested

@@ -1,4 +1,6 @@
 import PushCore
+import PushContracts
+import PushJSON
 import PushIngest
 import Prometheus
 import Synchronization
@@ -147,7 +149,7 @@ public final class Observability: SourceReadiness, Sendable {
 extension JSON {
     /// An object from ordered pairs.
     static func members(_ pairs: [(String, JSON)]) -> JSON {
-        let members: [(PushCore.Key, JSON)] = pairs.map { pair in (PushCore.Key(pair.0), pair.1) }
-        return JSON.object(PushCore.JSONObject(members))
+        let members: [(PushJSON.Key, JSON)] = pairs.map { pair in (PushJSON.Key(pair.0), pair.1) }
+        return JSON.object(PushJSON.JSONObject(members))
     }
 }

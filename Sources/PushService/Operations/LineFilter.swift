@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 #if canImport(Glibc)
 import Glibc

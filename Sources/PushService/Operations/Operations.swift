@@ -1,5 +1,7 @@
 import PushAPI
 import PushCore
+import PushContracts
+import PushJSON
 import PushDelivery
 import PushEngine
 import PushStore

@@ -1,4 +1,6 @@
 import PushCore
+import PushContracts
+import PushJSON
 import PushDelivery
 import PushEngine
 

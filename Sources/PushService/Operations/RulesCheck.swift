@@ -2,6 +2,8 @@ import Foundation
 import Logging
 import PushCore
 import PushEngine
+import PushJSON
+import PushMatching
 import PushStore
 
 /// `pushdispatch rules check` (SPEC §12): before deploying rules, which subscriptions they

@@ -1,4 +1,5 @@
 import PushCore
+import PushJSON
 
 /// The operator's table of a `/status` document.
 public enum StatusTable {

@@ -1,8 +1,11 @@
 import Hummingbird
 import Logging
 import PushAPI
+import PushContracts
 import PushCore
 import PushEngine
+import PushJSON
+import PushMatching
 import PushStore
 
 /// The HTTP server: the subscription REST API, `/.well-known/jwks.json`, health and readiness

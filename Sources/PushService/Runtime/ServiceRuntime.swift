@@ -2,6 +2,8 @@ import Hummingbird
 import Logging
 import PushAPI
 import PushCore
+import PushContracts
+import PushJSON
 import PushDelivery
 import PushEngine
 import PushIngest

@@ -1,5 +1,8 @@
 import Foundation
 import PushCore
+import PushJSON
+import PushMatching
+
 #if canImport(Glibc)
 import Glibc
 #endif

@@ -1,5 +1,7 @@
 import Foundation
 import PushCore
+import PushContracts
+import PushJSON
 import PushEngine
 import PushJOSE
 import PushStore

@@ -1,5 +1,7 @@
 import ArgumentParser
 import PushCore
+import PushContracts
+import PushJSON
 import PushService
 
 /// `pushdispatch checkpoints`: where each source stands (its last accepted `seq`, its position),

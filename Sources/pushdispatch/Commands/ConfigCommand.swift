@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushService
+import PushJSON
 
 struct ConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

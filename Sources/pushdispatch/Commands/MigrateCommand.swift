@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushService
+import PushJSON
 
 /// `pushdispatch migrate --config F`: brings the configured store's schema up to date and says
 /// where it stands. The service also migrates at start (PostgreSQL: under an advisory lock, so

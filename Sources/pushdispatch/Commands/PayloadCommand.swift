@@ -1,6 +1,8 @@
 import ArgumentParser
 import PushCore
 import PushJOSE
+import PushJSON
+import PushMatching
 import PushService
 
 struct PayloadCommand: ParsableCommand {

@@ -1,5 +1,7 @@
 import ArgumentParser
 import PushCore
+import PushJSON
+import PushMatching
 import PushService
 
 struct RulesCommand: AsyncParsableCommand {

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Logging
 import PushService
+import PushJSON
 
 struct RunCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(

@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushCore
+import PushJSON
 import PushService
 
 struct SubscriptionsCommand: AsyncParsableCommand {

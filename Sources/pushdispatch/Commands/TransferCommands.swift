@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushService
+import PushJSON
 
 /// `pushdispatch export --config F --output FILE`: the configured store's durable state as
 /// NDJSON (``StoreTransfer``), to import into another store. Stop the service first: what it

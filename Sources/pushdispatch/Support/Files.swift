@@ -1,6 +1,7 @@
 import ArgumentParser
 import Foundation
 import PushCore
+import PushJSON
 import PushJOSE
 import PushService
 

@@ -1,0 +1,85 @@
+import PushCore
+import PushJSON
+
+/// Where rejected lines go (SPEC §4, §11.3): the dead-letter file in the service. Appending
+/// returns once the letters are durable, so that the checkpoint that skips them can commit.
+public protocol DeadLetterSink: Sendable {
+    /// Where the letters go, for messages (a path).
+    var location: String { get }
+    /// Appends the letters and makes them durable.
+    func append(_ letters: [DeadLetter]) throws
+}
+
+/// One rejected line, as the dead-letter file records it (SPEC §11.3).
+public struct DeadLetter: Sendable, Equatable {
+    /// Milliseconds since the epoch.
+    public var timestamp: Int64
+    public var source: String
+    public var position: Int64
+    public var reason: String
+    public var line: [UInt8]
+
+    public init(timestamp: Int64, source: String, position: Int64, reason: String, line: [UInt8]) {
+        self.timestamp = timestamp
+        self.source = source
+        self.position = position
+        self.reason = reason
+        self.line = line
+    }
+
+    /// `{"ts":…,"source":…,"position":…,"reason":…,"line":…}`. A line that is not valid UTF-8
+    /// cannot be a JSON string as it is: `line` then shows it with U+FFFD in place of the bad
+    /// bytes, and `lineBase64` holds its exact bytes.
+    public var json: [UInt8] {
+        var writer = JSONWriter(capacity: line.count + 128)
+        writer.raw("{\"ts\":")
+        writer.write(.int(timestamp))
+        writer.raw(",\"source\":")
+        writer.writeString(source)
+        writer.raw(",\"position\":")
+        writer.write(.int(position))
+        writer.raw(",\"reason\":")
+        writer.writeString(reason)
+        writer.raw(",\"line\":")
+        let text = String(decoding: line, as: UTF8.self)
+        writer.writeString(text)
+        if !Self.isValidUTF8(line) {
+            writer.raw(",\"lineBase64\":\"")
+            writer.raw(Array(Self.base64(line).utf8))
+            writer.raw("\"")
+        }
+        writer.raw("}\n")
+        return writer.bytes
+    }
+
+    static func isValidUTF8(_ bytes: [UInt8]) -> Bool {
+        var iterator = bytes.makeIterator()
+        var decoder = UTF8()
+        while true {
+            switch decoder.decode(&iterator) {
+            case .scalarValue: continue
+            case .emptyInput: return true
+            case .error: return false
+            }
+        }
+    }
+
+    static func base64(_ bytes: [UInt8]) -> String {
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+        var out: [UInt8] = []
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var index = 0
+        while index < bytes.count {
+            let b0 = bytes[index]
+            let b1 = index + 1 < bytes.count ? bytes[index + 1] : 0
+            let b2 = index + 2 < bytes.count ? bytes[index + 2] : 0
+            out.append(alphabet[Int(b0 >> 2)])
+            out.append(alphabet[Int((b0 & 0x03) << 4 | b1 >> 4)])
+            out.append(index + 1 < bytes.count ? alphabet[Int((b1 & 0x0F) << 2 | b2 >> 6)] : UInt8(ascii: "="))
+            out.append(index + 2 < bytes.count ? alphabet[Int(b2 & 0x3F)] : UInt8(ascii: "="))
+            index += 3
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}
+
