@@ -17,6 +17,8 @@ final class HTTP2ConnectionPool: Sendable {
     let closedIdle = Atomic<Int>(0)
     let evicted = Atomic<Int>(0)
     let refused = Atomic<Int>(0)
+    /// What the gauges last said (origins held, connections open), to move them by the change.
+    let published = Mutex<(origins: Int, connections: Int)>((0, 0))
 
     init(settings: HTTP2ConnectionSettings, configuration: Machine.Configuration, metrics: any MetricsRecorder) {
         self.settings = settings
@@ -52,6 +54,7 @@ final class HTTP2ConnectionPool: Sendable {
                 let connection = try? result.get()
                 let orphan = self.machine.withLock { $0.connected(target.origin, slot: slot, id: id, connection) }
                 orphan?.close()
+                self.publishHeld()
             }
             return future
         case .refuse(let error):
@@ -68,6 +71,7 @@ final class HTTP2ConnectionPool: Sendable {
         let closing = machine.withLock { $0.sweep(now: now) }
         close(closing.idle, reason: .idle)
         close(closing.drained, reason: .drained)
+        publishHeld()
     }
 
     /// Why the pool closed connections (the metric's `reason` label).
@@ -89,6 +93,20 @@ final class HTTP2ConnectionPool: Sendable {
         case .drained: break
         }
         metrics.increment("pushdispatch_http_connections_closed_total", [("reason", reason.rawValue)], by: connections.count)
+        publishHeld()
+    }
+
+    /// Moves the gauges `pushdispatch_http_origins_held` and `pushdispatch_http_connections_open`
+    /// to what the pool holds now. Called where the counts change (a connection made, closed,
+    /// swept), not per request: counting walks every origin.
+    private func publishHeld() {
+        let change = published.withLock { published in
+            let now = held
+            defer { published = now }
+            return (origins: now.origins - published.origins, connections: now.connections - published.connections)
+        }
+        if change.origins != 0 { metrics.adjust("pushdispatch_http_origins_held", [], by: change.origins) }
+        if change.connections != 0 { metrics.adjust("pushdispatch_http_connections_open", [], by: change.connections) }
     }
 
     /// Origins and connections held now.
@@ -105,5 +123,6 @@ final class HTTP2ConnectionPool: Sendable {
         task?.cancel()
         let connections = machine.withLock { $0.shutdown() }
         for connection in connections { try? await connection.channel.close() }
+        publishHeld()
     }
 }

@@ -186,9 +186,10 @@ struct HTTP2TransportTests {
     func idleOriginsClosed() async throws {
         let server = try HTTP2TestServer.nginx(ports: 40)
         defer { server.stop() }
+        let gauges = Gauges()
         let transport = try HTTP2Transport(
             configuration: .init(connectionsPerOrigin: 4, caFile: Self.ca, idleTimeout: .milliseconds(700)), fallback: try HTTP1Transport(caFile: Self.ca),
-            ownsFallback: true)
+            ownsFallback: true, metrics: gauges)
         for port in server.ports {
             let answer = try await transport.send(
                 OutgoingRequest(url: "https://127.0.0.1:\(port)/v1/projects/p/messages:send", headers: [], body: Array("{}".utf8)), timeout: .seconds(10))
@@ -196,6 +197,7 @@ struct HTTP2TransportTests {
         }
         #expect(transport.held.origins == 40)
         #expect(transport.held.connections == 40)
+        #expect(gauges["pushdispatch_http_origins_held"] == 40 && gauges["pushdispatch_http_connections_open"] == 40, "\(gauges.values.withLock { $0 })")
         #expect(await Self.eventually(within: .seconds(5)) { server.establishedConnections == 40 }, "\(server.establishedConnections) open at the server")
         // The pool's own timer closes them: nothing is asked of it here.
         let closed = await Self.eventually(within: .seconds(10)) { server.establishedConnections == 0 }
@@ -203,6 +205,7 @@ struct HTTP2TransportTests {
         #expect(transport.held.origins == 0)
         #expect(transport.held.connections == 0)
         #expect(transport.closedConnections.idle == 40)
+        #expect(gauges["pushdispatch_http_origins_held"] == 0 && gauges["pushdispatch_http_connections_open"] == 0, "\(gauges.values.withLock { $0 })")
         // Used again: a new connection, answered.
         let again = try await transport.send(
             OutgoingRequest(url: "https://127.0.0.1:\(server.ports[0])/v1/projects/p/messages:send", headers: [], body: Array("{}".utf8)), timeout: .seconds(10))
@@ -243,4 +246,17 @@ struct HTTP2TransportTests {
         try await transport.shutdown()
         #expect(await Self.eventually(within: .seconds(5)) { server.establishedConnections == 0 }, "\(server.establishedConnections) open after the shutdown")
     }
+}
+
+/// The gauges a transport moves, summed.
+final class Gauges: MetricsRecorder, Sendable {
+    let values = Mutex<[String: Int]>([:])
+
+    func increment(_ name: String, _ labels: [(String, String)], by: Int) {}
+    func record(_ name: String, _ labels: [(String, String)], milliseconds: Int64) {}
+    func adjust(_ name: String, _ labels: [(String, String)], by: Int) {
+        values.withLock { $0[name, default: 0] += by }
+    }
+
+    subscript(name: String) -> Int { values.withLock { $0[name, default: 0] } }
 }

@@ -9,9 +9,13 @@ public protocol MetricsRecorder: Sendable {
     func increment(_ name: String, _ labels: [(String, String)], by: Int)
     /// Records a duration (milliseconds, clamped at 0) in the histogram `name{labels}`.
     func record(_ name: String, _ labels: [(String, String)], milliseconds: Int64)
+    /// Moves the gauge `name{labels}` by `by` (negative lowers it): what is held now.
+    func adjust(_ name: String, _ labels: [(String, String)], by: Int)
 }
 
 extension MetricsRecorder {
+    public func adjust(_ name: String, _ labels: [(String, String)], by: Int) {}
+
     public func increment(_ name: String, _ labels: [(String, String)] = []) {
         increment(name, labels, by: 1)
     }

@@ -9,6 +9,7 @@ public final class LabelledMetrics: MetricsRecorder, Sendable {
     let factory: (any MetricsFactory)?
     let counters = Mutex<[String: CoreMetrics.Counter]>([:])
     let timers = Mutex<[String: CoreMetrics.Timer]>([:])
+    let meters = Mutex<[String: CoreMetrics.Meter]>([:])
 
     public init(factory: (any MetricsFactory)?) {
         self.factory = factory
@@ -42,5 +43,18 @@ public final class LabelledMetrics: MetricsRecorder, Sendable {
             return timer
         }
         timer.recordMilliseconds(max(0, milliseconds))
+    }
+
+    /// Moves the gauge `name{labels}` by `by`.
+    public func adjust(_ name: String, _ labels: [(String, String)], by: Int) {
+        guard let factory, by != 0 else { return }
+        let key = Self.key(name, labels)
+        let meter = meters.withLock { meters in
+            if let meter = meters[key] { return meter }
+            let meter = CoreMetrics.Meter(label: name, dimensions: labels, factory: factory)
+            meters[key] = meter
+            return meter
+        }
+        if by > 0 { meter.increment(by: Double(by)) } else { meter.decrement(by: Double(by.magnitude)) }
     }
 }
