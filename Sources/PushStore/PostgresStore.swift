@@ -53,9 +53,7 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         try await target.check(check, logger: logger)
         let location = target.location
         let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
-        let runner = Task { await client.run() }
-        // Queries made before `run()` started wait for it (and warn): give it a moment.
-        try? await Task.sleep(for: .milliseconds(20))
+        let runner = await Self.start(client)
         let store = PostgresStore(client: client, runner: runner, logger: logger, location: location)
         do {
             try await PostgresMigrations.migrate(client, logger: logger)
@@ -64,6 +62,22 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
             throw Self.storeError(error, subscriptionID: nil, location: location)
         }
         return store
+    }
+
+    /// Runs the client's background work for as long as the store is open (``close()`` cancels
+    /// it) and returns once the runner has begun: `run()` follows without a suspension, so the
+    /// first query finds the pool running instead of waiting for it (postgres-nio warns when a
+    /// connection is leased before `run()`). No fixed sleep. Not a `ServiceGroup` service: the
+    /// store is used before the group starts (migrations, keys, the index) and by one-shot
+    /// commands, and must outlive every service at shutdown (docs/decisions.md).
+    static func start(_ client: PostgresClient) async -> Task<Void, Never> {
+        let (begun, signal) = AsyncStream<Void>.makeStream()
+        let runner = Task {
+            signal.finish()
+            await client.run()
+        }
+        for await _ in begun {}
+        return runner
     }
 
     /// Stops the client (queries after this fail); the deployment lock goes with it.
