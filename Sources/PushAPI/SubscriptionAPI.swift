@@ -149,7 +149,7 @@ public struct SubscriptionAPI: Sendable {
                 let reader = try FieldReader(body, name: "body", allowed: ["expirationTimestampSeconds"])
                 if let value = reader.value("expirationTimestampSeconds"), !value.isNull {
                     guard case .int(let seconds) = value, seconds >= 0 else {
-                        throw RequestError("expirationTimestampSeconds: expected Unix seconds (a non-negative integer), or 0 to remove")
+                        throw RequestError(.invalid, "expirationTimestampSeconds: expected Unix seconds (a non-negative integer), or 0 to remove")
                     }
                     requested = seconds
                 }

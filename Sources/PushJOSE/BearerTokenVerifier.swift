@@ -120,7 +120,7 @@ extension EventSealerFactory {
         if let jwk = spec.jwk, let object = jwk.objectValue,
             ["d", "p", "q", "dp", "dq", "qi", "k"].contains(where: { object[Key($0)] != nil })
         {
-            throw RequestError("encryption.jwk: send the device's public key only; it holds private members")
+            throw RequestError(.invalid, "encryption.jwk: send the device's public key only; it holds private members")
         }
         // The same checks as building a sealer, without needing a signing key.
         _ = try encrypter(for: spec)

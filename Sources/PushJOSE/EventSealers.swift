@@ -74,23 +74,22 @@ public struct EventSealerFactory: Sendable {
         let key: JWK
         if let kid {
             guard let found = keys.key(kid: kid, use: .signature) else {
-                throw RequestError("signing: unknown kid \(quote(kid)); the key set's signing keys are \(signingKeyList)")
+                throw RequestError(.unsupported, "signing: unknown kid \(quote(kid)); the key set's signing keys are \(signingKeyList)")
             }
             key = found
         } else {
             let candidates = keys.signingKeys
             guard candidates.count == 1 else {
-                throw RequestError(
-                    candidates.isEmpty
-                        ? "signing: the key set has no signing key; add an EC, OKP or HS256 key"
-                        : "signing: missing, and the key set has several signing keys (\(signingKeyList)); name one")
+                throw candidates.isEmpty
+                    ? RequestError(.notConfigured, "signing: the key set has no signing key; add an EC, OKP or HS256 key")
+                    : RequestError(.missing, "signing: missing, and the key set has several signing keys (\(signingKeyList)); name one")
             }
             key = candidates[0]
         }
         do {
             return try JWSSigner(key: key)
         } catch {
-            throw RequestError("signing: \(error)")
+            throw RequestError(.invalid, "signing: \(error)")
         }
     }
 
@@ -119,47 +118,46 @@ public struct EventSealerFactory: Sendable {
         do {
             keyAlgorithm = try JWEKeyAlgorithm.named(encryption.alg)
         } catch {
-            throw RequestError(
-                "encryption.alg: \(error); expected one of \(JWEKeyAlgorithm.allCases.map { quote($0.rawValue) }.joined(separator: ", "))")
+            throw RequestError(.unsupported, "encryption.alg: \(error); expected one of \(JWEKeyAlgorithm.allCases.map { quote($0.rawValue) }.joined(separator: ", "))")
         }
         do {
             content = try JWEContentAlgorithm.named(encryption.enc)
         } catch {
-            throw RequestError("encryption.enc: \(error); expected \"A256GCM\" or \"A128GCM\"")
+            throw RequestError(.unsupported, "encryption.enc: \(error); expected \"A256GCM\" or \"A128GCM\"")
         }
         if keyAlgorithm.isAsymmetric {
             guard let jwkJSON = encryption.jwk else {
-                throw RequestError("encryption.jwk: missing; \(keyAlgorithm.rawValue) encrypts to the device's public key")
+                throw RequestError(.missing, "encryption.jwk: missing; \(keyAlgorithm.rawValue) encrypts to the device's public key")
             }
             let deviceKey: JWK
             do {
                 deviceKey = try JWK(json: jwkJSON, where: "encryption.jwk")
             } catch {
-                throw RequestError("\(error)")
+                throw RequestError(.invalid, "\(error)")
             }
             guard let kid = encryption.kid ?? deviceKey.kid else {
-                throw RequestError("encryption.kid: missing, and the jwk has no kid; the payload must name the key")
+                throw RequestError(.missing, "encryption.kid: missing, and the jwk has no kid; the payload must name the key")
             }
             do {
                 return try JWEEncrypter(
                     keyAlgorithm: keyAlgorithm, contentAlgorithm: content, key: deviceKey, kid: kid, contentType: "JWT")
             } catch {
-                throw RequestError("encryption: \(error)")
+                throw RequestError(.invalid, "encryption: \(error)")
             }
         }
         if encryption.jwk != nil {
-            throw RequestError("encryption.jwk: \(keyAlgorithm.rawValue) uses the application's key named by kid; remove jwk")
+            throw RequestError(.invalid, "encryption.jwk: \(keyAlgorithm.rawValue) uses the application's key named by kid; remove jwk")
         }
         guard let kid = encryption.kid else {
-            throw RequestError("encryption.kid: missing; name the application's \(keyAlgorithm.rawValue) key")
+            throw RequestError(.missing, "encryption.kid: missing; name the application's \(keyAlgorithm.rawValue) key")
         }
         guard let key = keys.key(kid: kid, use: .encryption) else {
-            throw RequestError("encryption.kid: unknown kid \(quote(kid)) in the key set")
+            throw RequestError(.unsupported, "encryption.kid: unknown kid \(quote(kid)) in the key set")
         }
         do {
             return try JWEEncrypter(keyAlgorithm: keyAlgorithm, contentAlgorithm: content, key: key, kid: kid)
         } catch {
-            throw RequestError("encryption: \(error)")
+            throw RequestError(.invalid, "encryption: \(error)")
         }
     }
 }

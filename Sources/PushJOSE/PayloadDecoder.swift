@@ -19,14 +19,14 @@ public struct PayloadDecoder: Sendable {
             // A repeated field would be read differently by a reader that keeps the first one.
             json = try JSONParser.parseRejectingDuplicateKeys(line)
         } catch {
-            throw RequestError("the payload is not JSON: \(error)")
+            throw RequestError(.undecodable, "the payload is not JSON: \(error)")
         }
         guard case .object(let payload) = json else {
-            throw RequestError("a data payload is a JSON object, got \(json.typeName)")
+            throw RequestError(.undecodable, "a data payload is a JSON object, got \(json.typeName)")
         }
         for (key, value) in payload {
             guard case .string = value else {
-                throw RequestError("data payload field \(quote(key.string)) is \(value.typeName); every value is a string")
+                throw RequestError(.undecodable, "data payload field \(quote(key.string)) is \(value.typeName); every value is a string")
             }
         }
         if payload[Key("ver")] == .string("v2") {
@@ -54,16 +54,16 @@ public struct PayloadDecoder: Sendable {
     ///   and that signature is verified like a plain `evt`. Anything else is refused.
     private func decodeV2(_ payload: JSONObject) throws -> [UInt8] {
         for (key, _) in payload where !Self.v2Fields.contains(key.string) {
-            throw RequestError("v2 payload: unexpected field \(quote(key.string)); a v2 payload holds srv, kid (when encrypted), evt and ver")
+            throw RequestError(.undecodable, "v2 payload: unexpected field \(quote(key.string)); a v2 payload holds srv, kid (when encrypted), evt and ver")
         }
         guard payload[Key("srv")] == .string("webcom") else {
-            throw RequestError("v2 payload: srv must be \"webcom\"")
+            throw RequestError(.undecodable, "v2 payload: srv must be \"webcom\"")
         }
         guard case .string(let evt)? = payload[Key("evt")] else {
-            throw RequestError("v2 payload: missing evt")
+            throw RequestError(.undecodable, "v2 payload: missing evt")
         }
         guard let keys else {
-            throw RequestError("v2 payloads are signed or encrypted: pass --keys with the JWK Set")
+            throw RequestError(.notConfigured, "v2 payloads are signed or encrypted: pass --keys with the JWK Set")
         }
         let token = Array(evt.utf8)
         let dots = token.lazy.filter { $0 == UInt8(ascii: ".") }.count
@@ -147,7 +147,7 @@ enum V1Reader {
     static func event(_ payload: JSONObject) throws -> (Event, PayloadStatus) {
         func field(_ name: String) throws -> String {
             guard case .string(let value)? = payload[Key(name)] else {
-                throw RequestError("v1 payload: missing \(quote(name))")
+                throw RequestError(.undecodable, "v1 payload: missing \(quote(name))")
             }
             return value
         }
@@ -155,7 +155,7 @@ enum V1Reader {
             do {
                 return try JSONParser.parse(try field(name))
             } catch let error as JSONParseError {
-                throw RequestError("v1 payload: \(name) is not JSON: \(error)")
+                throw RequestError(.undecodable, "v1 payload: \(name) is not JSON: \(error)")
             }
         }
         let app = try field("app")
@@ -166,7 +166,7 @@ enum V1Reader {
             status = .ok
         } else {
             guard let parsed = PayloadStatus(rawValue: try field("s")) else {
-                throw RequestError("v1 payload: s must be \"OK\", \"OnlyKeys\" or \"TooBig\"")
+                throw RequestError(.undecodable, "v1 payload: s must be \"OK\", \"OnlyKeys\" or \"TooBig\"")
             }
             status = parsed
         }
@@ -175,7 +175,7 @@ enum V1Reader {
             return (Event(app: app, path: path, body: .noData), status)
         case "revoke":
             guard let reason = RevokeReason(rawValue: try field("r")) else {
-                throw RequestError("v1 payload: unknown revoke reason \(quote(try field("r")))")
+                throw RequestError(.undecodable, "v1 payload: unknown revoke reason \(quote(try field("r")))")
             }
             return (Event(app: app, path: path, body: .revoke(reason)), status)
         case "value":
@@ -185,10 +185,10 @@ enum V1Reader {
             guard case .object(let added) = try json("added"), case .array(let removed) = try json("removed"),
                 case .object(let changed) = try json("changed")
             else {
-                throw RequestError("v1 payload: added and changed must be objects, removed an array")
+                throw RequestError(.undecodable, "v1 payload: added and changed must be objects, removed an array")
             }
             let removedKeys = try removed.map { element -> Key in
-                guard case .string(let key) = element else { throw RequestError("v1 payload: removed holds a non-string") }
+                guard case .string(let key) = element else { throw RequestError(.undecodable, "v1 payload: removed holds a non-string") }
                 return Key(key)
             }
             let diff = ChildDiff(
@@ -196,7 +196,7 @@ enum V1Reader {
                 changed: ContiguousArray(changed.map { JSONObject.Member($0.key, $0.value) }))
             return (Event(app: app, path: path, body: .childEvent(diff)), status)
         default:
-            throw RequestError("v1 payload: t must be \"noData\", \"value\", \"childEvent\" or \"revoke\"")
+            throw RequestError(.undecodable, "v1 payload: t must be \"noData\", \"value\", \"childEvent\" or \"revoke\"")
         }
     }
 }

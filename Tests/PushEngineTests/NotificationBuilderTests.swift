@@ -11,7 +11,7 @@ struct NotificationBuilderTests {
     func payloadBounds() throws {
         #expect(PayloadLimit.webPushBytes == 3_994 && PayloadLimit.bytes == 4_064)
         struct NoSealers: SealerProvider {
-            func sealer(for subscription: Subscription) throws -> any EventSealer { throw RequestError("v1 only here") }
+            func sealer(for subscription: Subscription) throws -> any EventSealer { throw RequestError(.invalid, "v1 only here") }
         }
         var builder = NotificationBuilder(sealers: NoSealers())
         // A value whose v1 payload is just under FCM's bound and over Web Push's.

@@ -7,7 +7,7 @@ import Testing
 @Suite("Matching and events (SPEC §6)")
 struct RecordPipelineTests {
     struct NoSealers: SealerProvider {
-        func sealer(for subscription: Subscription) throws -> any EventSealer { throw RequestError("v1 only here") }
+        func sealer(for subscription: Subscription) throws -> any EventSealer { throw RequestError(.invalid, "v1 only here") }
     }
 
     static func subscription(

@@ -125,8 +125,8 @@ struct DeviceContextTests {
     func rulesCallContextCheck() throws {
         var rules = SubscriptionRules(webhooks: ["orders"], lifetimes: .standard, checkEncryption: { _ in })
         rules.checkContext = { kind, context throws(RequestError) in
-            if kind == .webpush, context.contains("evil") { throw RequestError("context.endpoint: refused") }
-            if kind == .webhook { throw RequestError("not for webhooks") }
+            if kind == .webpush, context.contains("evil") { throw RequestError(.invalid, "context.endpoint: refused") }
+            if kind == .webhook { throw RequestError(.invalid, "not for webhooks") }
         }
         let good = try SubscriptionRequest.decode((["kind": "webpush", "path": "/a", "context": JSON.string(Self.canonical)] as JSON), app: "toto", uid: "u1")
         try rules.check(good)

@@ -31,7 +31,7 @@ public struct EncryptionSpec: Sendable, Equatable {
         var jwk: JSON?
         if let value = reader.value("jwk"), !value.isNull {
             guard case .object = value else {
-                throw RequestError("\(field).jwk: expected a JWK object, got \(value.typeName)")
+                throw RequestError(.invalid, "\(field).jwk: expected a JWK object, got \(value.typeName)")
             }
             jwk = value
         }

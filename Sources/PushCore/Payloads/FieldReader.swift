@@ -8,11 +8,10 @@ public struct FieldReader {
     /// - Parameter allowed: the field names accepted; any other is an error.
     public init(_ json: JSON, name: String, allowed: [String]) throws(RequestError) {
         guard case .object(let object) = json else {
-            throw RequestError("\(name): expected a JSON object, got \(json.typeName)")
+            throw RequestError(.invalid, "\(name): expected a JSON object, got \(json.typeName)")
         }
         for (key, _) in object where !allowed.contains(key.string) {
-            throw RequestError(
-                "\(name): unknown field \(quoted(key.string)); expected only \(allowed.map(quoted).joined(separator: ", "))")
+            throw RequestError(.invalid, "\(name): unknown field \(quoted(key.string)); expected only \(allowed.map(quoted).joined(separator: ", "))")
         }
         self.object = object
         self.name = name
@@ -28,10 +27,10 @@ public struct FieldReader {
 
     public func requiredString(_ field: String) throws(RequestError) -> String {
         guard let value = value(field), !value.isNull else {
-            throw RequestError("\(label(field)): missing; expected a string")
+            throw RequestError(.missing, "\(label(field)): missing; expected a string")
         }
         guard case .string(let text) = value else {
-            throw RequestError("\(label(field)): expected a string, got \(value.typeName)")
+            throw RequestError(.invalid, "\(label(field)): expected a string, got \(value.typeName)")
         }
         return text
     }
@@ -39,7 +38,7 @@ public struct FieldReader {
     public func optionalString(_ field: String) throws(RequestError) -> String? {
         guard let value = value(field), !value.isNull else { return nil }
         guard case .string(let text) = value else {
-            throw RequestError("\(label(field)): expected a string, got \(value.typeName)")
+            throw RequestError(.invalid, "\(label(field)): expected a string, got \(value.typeName)")
         }
         return text
     }
@@ -50,7 +49,7 @@ public struct FieldReader {
         guard let value = value(field), !value.isNull else { return nil }
         let expected = E.allCases.map { quoted($0.rawValue) }.joined(separator: ", ")
         guard case .string(let text) = value, let result = E(rawValue: text) else {
-            throw RequestError("\(label(field)): expected one of \(expected), got \(value.excerpt)")
+            throw RequestError(.invalid, "\(label(field)): expected one of \(expected), got \(value.excerpt)")
         }
         return result
     }

@@ -13,11 +13,10 @@ public enum APNsDeviceToken {
     public static func canonical(_ text: String) throws(RequestError) -> String {
         let bytes = Array(text.utf8)
         guard bytes.allSatisfy(isHexDigit) else {
-            throw RequestError("context: an APNs device token is hexadecimal text (0-9, a-f); found another character")
+            throw RequestError(.invalid, "context: an APNs device token is hexadecimal text (0-9, a-f); found another character")
         }
         guard bytes.count % 2 == 0, (minimumBytes * 2...maximumBytes * 2).contains(bytes.count) else {
-            throw RequestError(
-                "context: an APNs device token is \(minimumBytes) to \(maximumBytes) bytes written as an even number of hexadecimal digits "
+            throw RequestError(.invalid, "context: an APNs device token is \(minimumBytes) to \(maximumBytes) bytes written as an even number of hexadecimal digits "
                     + "(64 for today's tokens); got \(bytes.count) digits")
         }
         return String(decoding: bytes.map { (0x41...0x46).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
@@ -59,23 +58,23 @@ public struct WebPushContext: Sendable, Equatable {
         var object = value
         if case .string(let text) = value {
             guard let parsed = try? JSONParser.parse(Array(text.utf8)) else {
-                throw RequestError("context: a webpush context is the browser's PushSubscription as JSON (an object, or its text); the text is not JSON")
+                throw RequestError(.invalid, "context: a webpush context is the browser's PushSubscription as JSON (an object, or its text); the text is not JSON")
             }
             object = parsed
         }
         let reader = try FieldReader(object, name: "context", allowed: ["endpoint", "expirationTime", "keys"])
         let endpoint = try reader.requiredString("endpoint")
         guard endpoint.utf8.count <= Self.maxEndpointBytes else {
-            throw RequestError("context.endpoint: \(endpoint.utf8.count) bytes; at most \(Self.maxEndpointBytes)")
+            throw RequestError(.tooLarge, "context.endpoint: \(endpoint.utf8.count) bytes; at most \(Self.maxEndpointBytes)")
         }
         guard let keysValue = reader.value("keys"), !keysValue.isNull else {
-            throw RequestError("context.keys: missing; expected {\"p256dh\": …, \"auth\": …} from PushSubscription.toJSON()")
+            throw RequestError(.missing, "context.keys: missing; expected {\"p256dh\": …, \"auth\": …} from PushSubscription.toJSON()")
         }
         let keys = try FieldReader(keysValue, name: "context.keys", allowed: ["p256dh", "auth"])
         let p256dh = try keys.requiredString("p256dh")
         let auth = try keys.requiredString("auth")
         for (name, key) in [("p256dh", p256dh), ("auth", auth)] where key.utf8.count > 256 {
-            throw RequestError("context.keys.\(name): \(key.utf8.count) bytes; a base64url key of at most 256")
+            throw RequestError(.tooLarge, "context.keys.\(name): \(key.utf8.count) bytes; a base64url key of at most 256")
         }
         self.init(endpoint: endpoint, p256dh: p256dh, auth: auth)
     }

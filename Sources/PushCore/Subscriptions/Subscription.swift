@@ -172,10 +172,10 @@ public struct Subscription: Sendable, Equatable {
             document, name: "subscription",
             allowed: ["app", "uid", "kind", "mode", "path", "context", "destination", "format", "encryption", "createdAt",
                       "expirationTimestampSeconds", "id"])
-        guard let kind = try reader.enumeration("kind", SubscriptionKind.self) else { throw RequestError("kind: missing") }
+        guard let kind = try reader.enumeration("kind", SubscriptionKind.self) else { throw RequestError(.missing, "kind: missing") }
         let pathText = try reader.requiredString("path")
         let path: Path
-        do { path = try Path(pathText) } catch { throw RequestError("path: \(error)") }
+        do { path = try Path(pathText) } catch { throw RequestError(.invalid, "path: \(error)") }
         var encryption: EncryptionSpec?
         if let value = reader.value("encryption"), !value.isNull {
             encryption = try EncryptionSpec.decode(value, field: "encryption")
@@ -183,7 +183,7 @@ public struct Subscription: Sendable, Equatable {
         guard let createdAt = reader.value("createdAt")?.integerValue,
             let expiresAt = reader.value("expirationTimestampSeconds")?.integerValue
         else {
-            throw RequestError("subscription: createdAt and expirationTimestampSeconds must be integers")
+            throw RequestError(.invalid, "subscription: createdAt and expirationTimestampSeconds must be integers")
         }
         self.init(
             id: try reader.requiredString("id"),

@@ -24,7 +24,7 @@ public struct PayloadLineProcessor {
             do {
                 json = try JSONParser.parse(line)
             } catch {
-                throw RequestError(error.description)
+                throw RequestError(.undecodable, error.description)
             }
             let request = try PayloadRequest.decode(json)
             switch request.format {
@@ -32,7 +32,7 @@ public struct PayloadLineProcessor {
                 v1.build(request.event, into: &out)
             case .v2:
                 guard let makeSealer else {
-                    throw RequestError("format v2 needs JOSE signing keys; pass --keys with a JWK Set")
+                    throw RequestError(.notConfigured, "format v2 needs JOSE signing keys; pass --keys with a JWK Set")
                 }
                 let sealer = try makeSealer(request)
                 try v2.build(request.event, sealer: sealer, into: &out)

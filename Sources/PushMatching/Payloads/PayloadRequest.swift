@@ -30,18 +30,17 @@ public struct PayloadRequest: Sendable {
         do {
             path = try Path(pathText)
         } catch {
-            throw RequestError("path \(quoted(pathText)): \(error)")
+            throw RequestError(.invalid, "path \(quoted(pathText)): \(error)")
         }
         let format = try reader.enumeration("format", PayloadFormat.self) ?? .v2
         let content: Content
         if let reasonValue = reader.value("revoke") {
             guard case .string(let reasonText) = reasonValue, let reason = RevokeReason(rawValue: reasonText) else {
-                throw RequestError(
-                    "revoke: expected one of \(RevokeReason.allCases.map { quoted($0.rawValue) }.joined(separator: ", ")), got \(reasonValue.excerpt)"
+                throw RequestError(.invalid, "revoke: expected one of \(RevokeReason.allCases.map { quoted($0.rawValue) }.joined(separator: ", ")), got \(reasonValue.excerpt)"
                 )
             }
             for field in ["mode", "before", "after"] where reader.value(field) != nil {
-                throw RequestError("\(field): a revoke request carries no \(field); remove it or the revoke field")
+                throw RequestError(.invalid, "\(field): a revoke request carries no \(field); remove it or the revoke field")
             }
             content = .revoke(reason)
         } else {
@@ -57,7 +56,7 @@ public struct PayloadRequest: Sendable {
         }
         if format == .v1 {
             for field in ["signing", "encryption"] where reader.value(field) != nil && !(reader.value(field)!.isNull) {
-                throw RequestError("\(field): only v2 payloads are signed or encrypted; this request asks for format v1")
+                throw RequestError(.invalid, "\(field): only v2 payloads are signed or encrypted; this request asks for format v1")
             }
         }
         return PayloadRequest(
@@ -69,7 +68,7 @@ public struct PayloadRequest: Sendable {
         do {
             return try value.treeNormalized(at: path)
         } catch {
-            throw RequestError("\(field): \(error)")
+            throw RequestError(.invalid, "\(field): \(error)")
         }
     }
 

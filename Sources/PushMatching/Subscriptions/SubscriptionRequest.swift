@@ -28,13 +28,13 @@ public struct SubscriptionRequest: Sendable, Equatable {
     public static func decode(_ json: JSON, app: String, uid: String) throws(RequestError) -> SubscriptionRequest {
         let reader = try FieldReader(json, name: "subscription", allowed: fields)
         if let bodyApp = try reader.optionalString("app"), !utf8Equal(bodyApp, app) {
-            throw RequestError("app: \(quoted(bodyApp)) differs from the application in the URL, \(quoted(app))")
+            throw RequestError(.invalid, "app: \(quoted(bodyApp)) differs from the application in the URL, \(quoted(app))")
         }
         if let bodyUID = try reader.optionalString("uid"), !utf8Equal(bodyUID, uid) {
-            throw RequestError("uid: \(quoted(bodyUID)) differs from the uid in the URL, \(quoted(uid))")
+            throw RequestError(.invalid, "uid: \(quoted(bodyUID)) differs from the uid in the URL, \(quoted(uid))")
         }
         guard let kind = try reader.enumeration("kind", SubscriptionKind.self) else {
-            throw RequestError("kind: missing; expected one of \(SubscriptionKind.allCases.map { quoted($0.rawValue) }.joined(separator: ", "))")
+            throw RequestError(.missing, "kind: missing; expected one of \(SubscriptionKind.allCases.map { quoted($0.rawValue) }.joined(separator: ", "))")
         }
         let mode = try reader.enumeration("mode", Mode.self) ?? .noData
         let pathText = try reader.requiredString("path")
@@ -42,7 +42,7 @@ public struct SubscriptionRequest: Sendable, Equatable {
         do {
             path = try Path(pathText)
         } catch {
-            throw RequestError("path \(quoted(String(pathText.prefix(64)))): \(error)")
+            throw RequestError(.invalid, "path \(quoted(String(pathText.prefix(64)))): \(error)")
         }
         var context: String?
         if kind == .webpush {
@@ -57,19 +57,19 @@ public struct SubscriptionRequest: Sendable, Equatable {
         switch kind {
         case .fcm, .hms, .apns, .webpush:
             guard let text = context, !text.isEmpty else {
-                throw RequestError("context: missing; a \(kind.rawValue) subscription carries \(kind.contextDescription)")
+                throw RequestError(.missing, "context: missing; a \(kind.rawValue) subscription carries \(kind.contextDescription)")
             }
             if kind == .apns { context = try APNsDeviceToken.canonical(text) }
             if destination != nil {
-                throw RequestError("destination: only webhook subscriptions have a destination")
+                throw RequestError(.invalid, "destination: only webhook subscriptions have a destination")
             }
         case .webhook:
             guard let destination, !destination.isEmpty else {
-                throw RequestError("destination: missing; name one of the application's webhooks")
+                throw RequestError(.missing, "destination: missing; name one of the application's webhooks")
             }
         }
         if let context, context.utf8.count > maxContextBytes {
-            throw RequestError("context: \(context.utf8.count) bytes; at most \(maxContextBytes)")
+            throw RequestError(.tooLarge, "context: \(context.utf8.count) bytes; at most \(maxContextBytes)")
         }
         let format = try reader.enumeration("format", PayloadFormat.self) ?? .v2
         var encryption: EncryptionSpec?
@@ -79,7 +79,7 @@ public struct SubscriptionRequest: Sendable, Equatable {
         var expiration: Int64?
         if let value = reader.value("expirationTimestampSeconds"), !value.isNull {
             guard case .int(let seconds) = value, seconds >= 0 else {
-                throw RequestError("expirationTimestampSeconds: expected Unix seconds (a non-negative integer), or 0 to remove")
+                throw RequestError(.invalid, "expirationTimestampSeconds: expected Unix seconds (a non-negative integer), or 0 to remove")
             }
             expiration = seconds
         }
@@ -112,7 +112,7 @@ public struct SubscriptionLifetimes: Sendable, Equatable {
     public func expiration(requested: Int64?, now: Int64) throws(RequestError) -> Int64 {
         guard let requested else { return now.saturatingAdding(min(defaultLifetime, maxLifetime)) }
         if requested <= now {
-            throw RequestError("expirationTimestampSeconds: \(requested) is not in the future (now is \(now)); use 0 to remove")
+            throw RequestError(.invalid, "expirationTimestampSeconds: \(requested) is not in the future (now is \(now)); use 0 to remove")
         }
         return min(requested, now.saturatingAdding(maxLifetime))
     }
@@ -147,8 +147,7 @@ public struct SubscriptionRules: Sendable {
     public func check(_ request: SubscriptionRequest) throws(RequestError) {
         if request.kind == .webhook, let destination = request.destination, !webhooks.contains(destination) {
             let known = webhooks.sorted().map(quoted).joined(separator: ", ")
-            throw RequestError(
-                "destination: \(quoted(destination)) is not a webhook of this application (configured: \(known.isEmpty ? "none" : known))")
+            throw RequestError(.notConfigured, "destination: \(quoted(destination)) is not a webhook of this application (configured: \(known.isEmpty ? "none" : known))")
         }
         if let context = request.context, request.kind != .webhook {
             try checkContext(request.kind, context)

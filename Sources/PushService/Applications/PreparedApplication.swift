@@ -96,21 +96,21 @@ struct PreparedApplication: Sendable {
         return { kind, context throws(RequestError) in
             switch kind {
             case .apns where !apnsConfigured:
-                throw RequestError("kind: application \(quotedString(id)) does not send through APNs (no apps.\(id).apns in the configuration)")
+                throw RequestError(.notConfigured, "kind: application \(quotedString(id)) does not send through APNs (no apps.\(id).apns in the configuration)")
             case .webpush:
                 guard let policy else {
-                    throw RequestError("kind: application \(quotedString(id)) does not send Web Push (no apps.\(id).webpush in the configuration)")
+                    throw RequestError(.notConfigured, "kind: application \(quotedString(id)) does not send Web Push (no apps.\(id).webpush in the configuration)")
                 }
                 let subscription = try WebPushContext(context: context)
                 do throws(WebPushSubscriberKeys.Invalid) {
                     _ = try WebPushSubscriberKeys(p256dh: subscription.p256dh, auth: subscription.auth)
                 } catch {
-                    throw RequestError("context.\(error.description)")
+                    throw RequestError(.invalid, "context.\(error.description)")
                 }
                 do throws(WebPushEndpointPolicy.Refusal) {
                     _ = try policy.check(subscription.endpoint)
                 } catch {
-                    throw RequestError("context.endpoint: \(error.description)")
+                    throw RequestError(.invalid, "context.endpoint: \(error.description)")
                 }
             default:
                 break

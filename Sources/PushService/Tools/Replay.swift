@@ -112,27 +112,27 @@ public struct ReplaySession {
         do {
             json = try JSONParser.parse(line)
         } catch {
-            throw RequestError(error.description)
+            throw RequestError(.undecodable, error.description)
         }
         var claims: JSON?
         if case .object(let object) = json, let auth = object[Key("auth")] {
             json = .object(object.removing(Key("auth")))
-            guard case .object(let members) = auth else { throw RequestError("auth: expected {\"uid\": …, \"token\": {claims}}") }
+            guard case .object(let members) = auth else { throw RequestError(.invalid, "auth: expected {\"uid\": …, \"token\": {claims}}") }
             for (key, _) in members where key.string != "uid" && key.string != "token" {
-                throw RequestError("auth: unknown member \(key.string); expected uid and token (the token's claims)")
+                throw RequestError(.invalid, "auth: unknown member \(key.string); expected uid and token (the token's claims)")
             }
             if let authUID = members[Key("uid")], authUID != json["uid"] {
-                throw RequestError("auth.uid differs from the document's uid")
+                throw RequestError(.invalid, "auth.uid differs from the document's uid")
             }
             if let token = members[Key("token")] {
                 guard Subscription.claimsFit(token) else {
-                    throw RequestError("auth.token: expected the claims object, at most \(Subscription.maxAuthBytes) bytes")
+                    throw RequestError(.invalid, "auth.token: expected the claims object, at most \(Subscription.maxAuthBytes) bytes")
                 }
                 claims = token
             }
         }
-        guard case .string(let app)? = json["app"] else { throw RequestError("app: missing; each document names its application") }
-        guard case .string(let uid)? = json["uid"], !uid.isEmpty else { throw RequestError("uid: missing; each document names its user") }
+        guard case .string(let app)? = json["app"] else { throw RequestError(.missing, "app: missing; each document names its application") }
+        guard case .string(let uid)? = json["uid"], !uid.isEmpty else { throw RequestError(.missing, "uid: missing; each document names its user") }
         try AppID.validate(app, field: "app")
         let request = try SubscriptionRequest.decode(json, app: app, uid: uid)
         if let application = applications[app] {
