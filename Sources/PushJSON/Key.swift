@@ -95,6 +95,7 @@ public struct Key: Sendable, Hashable, Comparable, CustomStringConvertible, Expr
         utf8Equal(lhs.string, rhs.string)
     }
 
+    @inlinable
     public func hash(into hasher: inout Hasher) {
         withUTF8Bytes(string) { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
     }
