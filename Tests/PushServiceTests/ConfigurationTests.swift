@@ -203,10 +203,9 @@ struct ConfigurationTests {
             Issue.record("accepted")
         } catch let error as ConfigurationError {
             #expect(error.problems.count == 4, "\(error.problems)")
-            #expect(error.problems.contains { $0.hasPrefix("http.port:") })
-            #expect(error.problems.contains { $0.hasPrefix("http.host:") })
-            #expect(error.problems.contains { $0.hasPrefix("expiry.interval:") })
-            #expect(error.problems.contains { $0.hasPrefix("htpp: unknown key") })
+            let found = Dictionary(error.problems.map { ($0.key ?? "", $0.kind) }, uniquingKeysWith: { first, _ in first })
+            #expect(found == ["http.port": .invalid, "http.host": .invalid, "expiry.interval": .invalid, "htpp": .unknownKey], "\(error.problems)")
+            #expect(error.problems.contains { $0.description.hasPrefix("htpp: unknown key") })
         }
     }
 

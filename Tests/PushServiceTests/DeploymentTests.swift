@@ -85,6 +85,7 @@ struct DeploymentTests {
             Issue.record("a single instance started beside shared ones")
         } catch let error as ConfigurationError {
             #expect(error.description.contains("instance.mode: single, but other pushdispatch instances use"))
+            #expect(error.problems.map(\.kind) == [.inUse] && error.problems.first?.key == "instance.mode")
         }
         first.store.close()
         second.store.close()

@@ -67,7 +67,7 @@ struct ServiceBadInputTests {
                 _ = try ConfigurationLoader.load(text: damagedText, baseDirectory: "/tmp", environment: [:])
                 loaded += 1
             } catch let error as ConfigurationError {
-                for problem in error.problems {
+                for problem in error.problems.map(\.description) {
                     #expect(!secrets.contains { problem.contains($0) }, "seed \(seed) round \(round): \(problem)")
                     #expect(problem.utf8.count <= 3000, "seed \(seed) round \(round)")
                 }

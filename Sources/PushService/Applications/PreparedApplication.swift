@@ -50,12 +50,12 @@ struct PreparedApplication: Sendable {
         var signingKey: JWK?
         if let kid = app.signingKey {
             guard let key = keys.key(kid: kid, use: .signature) else {
-                throw ConfigurationError("\(path).signingKey: no key \(quotedString(kid)) in \(path).keys")
+                throw ConfigurationError("\(path).signingKey", .invalid, "no key \(quotedString(kid)) in \(path).keys")
             }
             do {
                 _ = try JWSSigner(key: key)
             } catch {
-                throw ConfigurationError("\(path).signingKey: \(error)")
+                throw ConfigurationError("\(path).signingKey", .invalid, "\(error)")
             }
             signingKey = key
         }
@@ -66,7 +66,7 @@ struct PreparedApplication: Sendable {
                 do {
                     verifier = try .hs256(secret: secret.value, issuer: auth.issuer, audience: auth.audience, leeway: leeway)
                 } catch {
-                    throw ConfigurationError("\(path).auth.hs256Secret: \(error)")
+                    throw ConfigurationError("\(path).auth.hs256Secret", .invalid, "\(error)")
                 }
             } else if let file = auth.jwks {
                 verifier = BearerTokenVerifier(
@@ -152,6 +152,7 @@ struct PreparedApplication: Sendable {
                 guard !prints[i].isDisjoint(with: prints[j]) else { continue }
                 if distinct(a.verifier.audience, b.verifier.audience) || distinct(a.verifier.issuer, b.verifier.issuer) { continue }
                 throw ConfigurationError(
+                    nil, .conflict,
                     "apps.\(a.app).auth and apps.\(b.app).auth verify bearer tokens with the same key, so a token issued for one "
                         + "application would act on the other; give each application its own hs256Secret or jwks key, or set a "
                         + "different audience (apps.\(a.app).auth.audience, apps.\(b.app).auth.audience) or issuer on both")
@@ -162,17 +163,17 @@ struct PreparedApplication: Sendable {
     /// A JWK Set file (at most 1 MiB); `key` names the configuration key for messages.
     static func keyRing(_ file: String, key: String) throws -> KeyRing {
         guard let handle = FileHandle(forReadingAtPath: file) else {
-            throw ConfigurationError("\(key): cannot read the JWK Set \(file)")
+            throw ConfigurationError(key, .unreadable, "cannot read the JWK Set \(file)")
         }
         defer { try? handle.close() }
         let data = (try? handle.read(upToCount: (1 << 20) + 1)) ?? Data()
         guard data.count <= 1 << 20 else {
-            throw ConfigurationError("\(key): the JWK Set \(file) is larger than 1 MiB")
+            throw ConfigurationError(key, .tooLarge, "the JWK Set \(file) is larger than 1 MiB")
         }
         do {
             return try KeyRing(jwkSetText: [UInt8](data))
         } catch {
-            throw ConfigurationError("\(key): \(file): \(error)")
+            throw ConfigurationError(key, .invalid, "\(file): \(error)")
         }
     }
 }

@@ -50,7 +50,7 @@ struct ConfigurationDecoder {
         let store: ServiceConfiguration.Store
         switch (sqlite, postgres) {
         case (.some, .some):
-            report.add("store: give either sqlite or postgres, not both")
+            report.add("store", .conflict, "give either sqlite or postgres, not both")
             store = .sqlite(path: sqlite!)
         case (_, .some(let url)):
             store = .postgres(url: url)
@@ -62,7 +62,7 @@ struct ConfigurationDecoder {
         let socket = ingestSection.path("socket", parentMustExist: true)
         if let socket, socket.utf8.count > 107 {
             report.add(
-                "\(ingestSection.label("socket")): the socket path is \(socket.utf8.count) bytes; a Unix socket path is at most 107 (move it to a shorter folder)")
+                ingestSection.label("socket"), .invalid, "the socket path is \(socket.utf8.count) bytes; a Unix socket path is at most 107 (move it to a shorter folder)")
         }
         let ingest = ServiceConfiguration.Ingest(
             queueFile: ingestSection.path("queueFile", parentMustExist: true), socket: socket,
@@ -75,7 +75,7 @@ struct ConfigurationDecoder {
         var operationsToken = httpSection.secret("operationsToken")
         if let token = operationsToken, token.value.utf8.count < 16 || token.value.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x7F }) {
             report.add(
-                "\(httpSection.label("operationsToken")): \(token.value.utf8.count) bytes; expected at least 16 printable ASCII characters without spaces (a bearer token)")
+                httpSection.label("operationsToken"), .invalid, "\(token.value.utf8.count) bytes; expected at least 16 printable ASCII characters without spaces (a bearer token)")
             operationsToken = nil
         }
         let http = ServiceConfiguration.HTTP(
@@ -92,7 +92,7 @@ struct ConfigurationDecoder {
             jitter: retrySection.number("jitter", range: 0...1) ?? 0.2,
             window: retrySection.duration("window", range: .seconds(1) ... .seconds(7 * 86_400)) ?? .seconds(7200))
         if retry.initial > retry.window {
-            report.add("\(retrySection.label("initial")): longer than \(retrySection.label("window")); the first retry must fall within the window")
+            report.add(retrySection.label("initial"), .conflict, "longer than \(retrySection.label("window")); the first retry must fall within the window")
             retry.initial = retry.window
         }
         let delivery = ServiceConfiguration.Delivery(
@@ -117,7 +117,7 @@ struct ConfigurationDecoder {
             do {
                 try AppID.validate(name, field: section.path)
             } catch {
-                report.add(error.message)
+                report.add(nil, .invalid, error.message)
                 continue
             }
             apps[name] = app(name, section, report: report)
@@ -129,7 +129,7 @@ struct ConfigurationDecoder {
             let name = apns.teamID + "/" + apns.keyID
             if let first = apnsKeys[name], first.key != apns.privateKey.value {
                 report.add(
-                    "apps.\(id).apns.privateKey: key \(apns.keyID) of team \(apns.teamID) is another key in apps.\(first.app).apns; one key id is one key "
+                    "apps.\(id).apns.privateKey", .invalid, "key \(apns.keyID) of team \(apns.teamID) is another key in apps.\(first.app).apns; one key id is one key "
                         + "(the applications of a team share its provider token)")
             } else if apnsKeys[name] == nil {
                 apnsKeys[name] = (id, apns.privateKey.value)
@@ -140,7 +140,7 @@ struct ConfigurationDecoder {
         let instanceSection = root.section("instance")
         if let name = instanceSection.string("name") {
             if name.utf8.count > 64 || name.isEmpty || !name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }) {
-                report.add("\(instanceSection.label("name")): expected 1 to 64 characters among letters, digits, '.', '_' and '-'")
+                report.add(instanceSection.label("name"), .invalid, "expected 1 to 64 characters among letters, digits, '.', '_' and '-'")
             } else {
                 configuration.instanceName = name
                 configuration.instanceNamePinned = true
@@ -160,10 +160,10 @@ struct ConfigurationDecoder {
                 configuration.instanceMode = .shared
             case ("shared", .sqlite):
                 report.add(
-                    "\(instanceSection.label("mode")): shared needs store.postgres (several instances share one PostgreSQL database); "
+                    instanceSection.label("mode"), .invalid, "shared needs store.postgres (several instances share one PostgreSQL database); "
                         + "a SQLite store serves a single instance")
             default:
-                report.add("\(instanceSection.label("mode")): expected single (this process alone on its store) or shared (one of several instances on store.postgres)")
+                report.add(instanceSection.label("mode"), .invalid, "expected single (this process alone on its store) or shared (one of several instances on store.postgres)")
             }
         }
         return configuration
@@ -177,16 +177,16 @@ struct ConfigurationDecoder {
             let jwks = authSection.path("jwks", mustExist: true, category: .authentication)
             switch (secret, jwks) {
             case (.some, .some):
-                report.add("\(authSection.path): give either hs256Secret or jwks, not both", category: .authentication)
+                report.add(authSection.path, .conflict, "give either hs256Secret or jwks, not both", category: .authentication)
             case (nil, nil) where !authSection.has("hs256Secret") && !authSection.has("jwks"):
                 report.add(
-                    "\(authSection.path): give hs256Secret or jwks to verify the REST API's bearer tokens", category: .authentication)
+                    authSection.path, .invalid, "give hs256Secret or jwks to verify the REST API's bearer tokens", category: .authentication)
             default:
                 break
             }
             if let secret, secret.value.utf8.count < 32 {
                 report.add(
-                    "\(authSection.label("hs256Secret")): \(secret.value.utf8.count) bytes; HS256 needs at least 32 (RFC 7518 §3.2)",
+                    authSection.label("hs256Secret"), .invalid, "\(secret.value.utf8.count) bytes; HS256 needs at least 32 (RFC 7518 §3.2)",
                     category: .authentication)
             }
             auth = .init(
@@ -199,7 +199,7 @@ struct ConfigurationDecoder {
             let fcmSection = section.section("fcm")
             let account = fcmSection.serviceAccountFile("serviceAccountFile")
             if account == nil && !fcmSection.has("serviceAccountFile") {
-                report.add("\(fcmSection.path).serviceAccountFile: missing; the Google service-account key file of the Firebase project")
+                report.add("\(fcmSection.path).serviceAccountFile", .missing, "missing; the Google service-account key file of the Firebase project")
             }
             fcm = .init(
                 serviceAccountFile: account ?? "", endpoint: fcmSection.url("endpoint") ?? "https://fcm.googleapis.com")
@@ -209,11 +209,11 @@ struct ConfigurationDecoder {
             let hmsSection = section.section("hms")
             let clientID = hmsSection.nonEmptyString("clientId")
             if clientID == nil && !hmsSection.has("clientId") {
-                report.add("\(hmsSection.path).clientId: missing; the app's client ID from AppGallery Connect")
+                report.add("\(hmsSection.path).clientId", .missing, "missing; the app's client ID from AppGallery Connect")
             }
             let clientSecret = hmsSection.secret("clientSecret")
             if clientSecret == nil && !hmsSection.has("clientSecret") {
-                report.add("\(hmsSection.path).clientSecret: missing; the app's client secret from AppGallery Connect")
+                report.add("\(hmsSection.path).clientSecret", .missing, "missing; the app's client secret from AppGallery Connect")
             }
             hms = .init(
                 clientID: clientID ?? "", clientSecret: clientSecret ?? Secret(""),
@@ -225,17 +225,17 @@ struct ConfigurationDecoder {
         var webhooks: [String: AppConfiguration.Webhook] = [:]
         for (name, webhookSection) in section.names("webhooks") {
             if name.isEmpty || name.utf8.count > 128 || name.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) {
-                report.add("\(webhookSection.path): a webhook name is 1 to 128 bytes without control characters")
+                report.add(webhookSection.path, .invalid, "a webhook name is 1 to 128 bytes without control characters")
                 continue
             }
             let url = webhookSection.url("url")
-            if url == nil && !webhookSection.has("url") { report.add("\(webhookSection.path).url: missing; the endpoint to POST to") }
+            if url == nil && !webhookSection.has("url") { report.add("\(webhookSection.path).url", .missing, "missing; the endpoint to POST to") }
             let secret = webhookSection.secret("secret")
             if secret == nil && !webhookSection.has("secret") {
-                report.add("\(webhookSection.path).secret: missing; webhooks are signed (Standard Webhooks)")
+                report.add("\(webhookSection.path).secret", .missing, "missing; webhooks are signed (Standard Webhooks)")
             }
             if let secret, (try? WebhookSecret(secret.value)) == nil {
-                report.add("\(webhookSection.path).secret: \(WebhookSecretError().description)")
+                report.add("\(webhookSection.path).secret", .invalid, "\(WebhookSecretError().description)")
             }
             webhooks[name] = .init(url: url ?? "", secret: secret ?? Secret(""))
         }
@@ -243,7 +243,7 @@ struct ConfigurationDecoder {
         let maxLifetime = lifetimes.duration("maxLifetime", range: .seconds(1) ... .seconds(3650 * 86_400)) ?? .seconds(30 * 86_400)
         var defaultLifetime = lifetimes.duration("defaultLifetime", range: .seconds(1) ... .seconds(3650 * 86_400)) ?? .seconds(7 * 86_400)
         if defaultLifetime > maxLifetime {
-            report.add("\(lifetimes.label("defaultLifetime")): longer than maxLifetime")
+            report.add(lifetimes.label("defaultLifetime"), .conflict, "longer than maxLifetime")
             defaultLifetime = maxLifetime
         }
         var subscriptions = AppConfiguration.Subscriptions(
@@ -260,7 +260,7 @@ struct ConfigurationDecoder {
     /// `apps.<id>.apns`: every key checked, the private key parsed (never echoed).
     func apns(_ section: Section, report: ProblemReport) -> AppConfiguration.APNs {
         func required(_ key: String, _ what: String) {
-            if !section.has(key) { report.add("\(section.path).\(key): missing; \(what)") }
+            if !section.has(key) { report.add("\(section.path).\(key)", .missing, "missing; \(what)") }
         }
         required("teamId", "the Apple developer team's 10-character id")
         required("keyId", "the 10-character id of the APNs authentication key (AuthKey_<keyId>.p8)")
@@ -269,7 +269,7 @@ struct ConfigurationDecoder {
         var teamID = section.nonEmptyString("teamId") ?? ""
         var keyID = section.nonEmptyString("keyId") ?? ""
         for (key, value) in [("teamId", teamID), ("keyId", keyID)] where !value.isEmpty && !Self.isAppleID(value) {
-            report.add("\(section.label(key)): expected Apple's 10 upper-case letters and digits, got \(quotedString(String(value.prefix(32))))")
+            report.add(section.label(key), .invalid, "expected Apple's 10 upper-case letters and digits, got \(quotedString(String(value.prefix(32))))")
             if key == "teamId" { teamID = "" } else { keyID = "" }
         }
         let privateKey = section.secret("privateKey")
@@ -277,19 +277,19 @@ struct ConfigurationDecoder {
             do {
                 _ = try APNsProviderToken(teamID: teamID, keyID: keyID, privateKeyPEM: privateKey.value)
             } catch {
-                report.add("\(section.label("privateKey")): not a PEM P-256 private key (the .p8 file Apple gives, -----BEGIN PRIVATE KEY-----)")
+                report.add(section.label("privateKey"), .invalid, "not a PEM P-256 private key (the .p8 file Apple gives, -----BEGIN PRIVATE KEY-----)")
             }
         }
         let topic = section.nonEmptyString("topic") ?? ""
         if !topic.isEmpty, topic.utf8.count > 255 || !topic.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }) {
-            report.add("\(section.label("topic")): expected a bundle id (letters, digits, '.', '-', '_'), got \(quotedString(String(topic.prefix(64))))")
+            report.add(section.label("topic"), .invalid, "expected a bundle id (letters, digits, '.', '-', '_'), got \(quotedString(String(topic.prefix(64))))")
         }
         var environment = AppConfiguration.APNs.Environment.production
         if let text = section.string("environment") {
             if let parsed = AppConfiguration.APNs.Environment(rawValue: text) {
                 environment = parsed
             } else {
-                report.add("\(section.label("environment")): expected production or sandbox (the environment the app's device tokens come from), got \(quotedString(String(text.prefix(32))))")
+                report.add(section.label("environment"), .invalid, "expected production or sandbox (the environment the app's device tokens come from), got \(quotedString(String(text.prefix(32))))")
             }
         }
         return AppConfiguration.APNs(
@@ -305,33 +305,33 @@ struct ConfigurationDecoder {
     /// checked.
     func webpush(_ section: Section, report: ProblemReport) -> AppConfiguration.WebPush {
         if !section.has("vapidPrivateKey") {
-            report.add("\(section.path).vapidPrivateKey: missing; the application server's P-256 key (file:./vapid.pem, or the base64url raw key)")
+            report.add("\(section.path).vapidPrivateKey", .missing, "missing; the application server's P-256 key (file:./vapid.pem, or the base64url raw key)")
         }
         if !section.has("subject") {
-            report.add("\(section.path).subject: missing; a contact the push services may use (mailto:ops@example.com or https://example.com)")
+            report.add("\(section.path).subject", .missing, "missing; a contact the push services may use (mailto:ops@example.com or https://example.com)")
         }
         let key = section.secret("vapidPrivateKey")
         if let key {
             do {
                 _ = try VAPIDKey(text: key.value)
             } catch {
-                report.add("\(section.label("vapidPrivateKey")): \(error)")
+                report.add(section.label("vapidPrivateKey"), .invalid, "\(error)")
             }
         }
         let subject = section.nonEmptyString("subject") ?? ""
         if !subject.isEmpty, !(subject.hasPrefix("mailto:") || subject.hasPrefix("https:")) || subject.utf8.count > 512
             || subject.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F })
         {
-            report.add("\(section.label("subject")): expected a mailto: or https: URI without spaces (RFC 8292), got \(quotedString(String(subject.prefix(64))))")
+            report.add(section.label("subject"), .invalid, "expected a mailto: or https: URI without spaces (RFC 8292), got \(quotedString(String(subject.prefix(64))))")
         }
         var allowedHosts = section.list("allowedHosts")
         if let hosts = allowedHosts {
             let bad = hosts.filter { !WebPushEndpointPolicy.isValidPattern($0) }
             if !bad.isEmpty {
-                report.add("\(section.label("allowedHosts")): \(bad.prefix(3).map { quotedString(String($0.prefix(64))) }.joined(separator: ", ")): expected host names, or *. and a domain")
+                report.add(section.label("allowedHosts"), .invalid, "\(bad.prefix(3).map { quotedString(String($0.prefix(64))) }.joined(separator: ", ")): expected host names, or *. and a domain")
                 allowedHosts = nil
             } else if hosts.isEmpty {
-                report.add("\(section.label("allowedHosts")): empty, so no subscription could be made; list push-service hosts or leave the key out")
+                report.add(section.label("allowedHosts"), .invalid, "empty, so no subscription could be made; list push-service hosts or leave the key out")
             }
         }
         return AppConfiguration.WebPush(
@@ -350,11 +350,11 @@ struct ConfigurationDecoder {
             case .object:
                 return try ConfiguredRules.parse(value, source: "inline")
             default:
-                report.add("\(section.label("rules")): expected a rules file path or the rules object {\"rules\": {…}}, got \(value.typeName)")
+                report.add(section.label("rules"), .invalid, "expected a rules file path or the rules object {\"rules\": {…}}, got \(value.typeName)")
                 return nil
             }
         } catch {
-            report.add(error.described(at: section.label("rules")))
+            report.add(nil, .invalid, error.described(at: section.label("rules")))
             return nil
         }
     }

@@ -34,7 +34,7 @@ public enum ConfigurationLoader {
         let report = ProblemReport()
         let decoder = ConfigurationDecoder(baseDirectory: baseDirectory, environment: environment, overrides: overrides)
         var configuration = decoder.decode(json, report: report)
-        let problems = report.entries.filter { purpose == .service || $0.category != .authentication }.map(\.message)
+        let problems = report.entries.filter { purpose == .service || $0.category != .authentication }.map(\.problem)
         if !problems.isEmpty { throw ConfigurationError(problems: problems) }
         configuration.loadWarnings = unknown + report.warnings
         return configuration
@@ -42,15 +42,15 @@ public enum ConfigurationLoader {
 
     static func readText(_ path: String) throws -> String {
         guard let handle = FileHandle(forReadingAtPath: path) else {
-            throw ConfigurationError("cannot read the configuration file \(quotedString(path))")
+            throw ConfigurationError(nil, .unreadable, "cannot read the configuration file \(quotedString(path))")
         }
         defer { try? handle.close() }
         let data = (try? handle.read(upToCount: maxBytes + 1)) ?? Data()
         if data.count > maxBytes {
-            throw ConfigurationError("\(quotedString(path)) is larger than \(maxBytes) bytes; a configuration is a few kilobytes")
+            throw ConfigurationError(nil, .tooLarge, "\(quotedString(path)) is larger than \(maxBytes) bytes; a configuration is a few kilobytes")
         }
         guard let text = String(data: data, encoding: .utf8) else {
-            throw ConfigurationError("\(quotedString(path)) is not UTF-8 text")
+            throw ConfigurationError(nil, .unreadable, "\(quotedString(path)) is not UTF-8 text")
         }
         return text
     }
@@ -59,13 +59,13 @@ public enum ConfigurationLoader {
 
     static func parseYAML(_ text: String, source: String) throws -> JSON {
         if text.utf8.count > maxBytes {
-            throw ConfigurationError("\(source) is larger than \(maxBytes) bytes; a configuration is a few kilobytes")
+            throw ConfigurationError(nil, .tooLarge, "\(source) is larger than \(maxBytes) bytes; a configuration is a few kilobytes")
         }
         // Aliases must be refused before Yams composes the document: composing hashes complex
         // keys, which an alias bomb makes exponential.
         if let line = firstAnchorOrAlias(text) {
             throw ConfigurationError(
-                "\(source): line \(line): a '*' that starts a value reads as a YAML alias (*name); aliases and anchors are not "
+                source, .invalid, "line \(line): a '*' that starts a value reads as a YAML alias (*name); aliases and anchors are not "
                     + "supported: write the value out (a '*' right after ', ', ': ', '- ', '[' or '{' in a text is taken for one too: rephrase it)")
         }
         // The parser owns the anchors: nodes refer to them weakly, so it stays alive while the
@@ -76,15 +76,15 @@ public enum ConfigurationLoader {
             parser = try Parser(yaml: text)
             node = try parser.singleRoot()
         } catch let error as YamlError {
-            throw ConfigurationError("\(source) is not valid YAML or JSON: \(describe(error))")
+            throw ConfigurationError(nil, .invalid, "\(source) is not valid YAML or JSON: \(describe(error))")
         } catch {
-            throw ConfigurationError("\(source) is not valid YAML or JSON")
+            throw ConfigurationError(nil, .invalid, "\(source) is not valid YAML or JSON")
         }
         guard let node else { return .object(JSONObject()) }
         var budget = maxNodes
         let json = try withExtendedLifetime(parser) { try convert(node, at: "", depth: 0, budget: &budget) }
         guard case .object = json else {
-            throw ConfigurationError("\(source): the top level must be a mapping of keys (store, http, apps, …)")
+            throw ConfigurationError(source, .invalid, "the top level must be a mapping of keys (store, http, apps, …)")
         }
         return json
     }
@@ -143,14 +143,14 @@ public enum ConfigurationLoader {
     static func convert(_ node: Node, at path: String, depth: Int, budget: inout Int) throws -> JSON {
         budget -= 1
         if budget < 0 {
-            throw ConfigurationError("the configuration has more than \(maxNodes) values; a configuration is a few kilobytes")
+            throw ConfigurationError(nil, .tooLarge, "the configuration has more than \(maxNodes) values; a configuration is a few kilobytes")
         }
         if depth > maxDepth {
-            throw ConfigurationError("\(path): nested deeper than \(maxDepth) levels")
+            throw ConfigurationError(path, .tooLarge, "nested deeper than \(maxDepth) levels")
         }
         if node.anchor != nil {
             throw ConfigurationError(
-                "\(path.isEmpty ? "the top level" : path): YAML anchors and aliases (&name, *name) are not supported; write the value out")
+                path.isEmpty ? "the top level" : path, .invalid, "YAML anchors and aliases (&name, *name) are not supported; write the value out")
         }
         switch node {
         case .scalar(let scalar):
@@ -179,15 +179,15 @@ public enum ConfigurationLoader {
             var seen = Set<String>()
             for (keyNode, valueNode) in mapping {
                 guard case .scalar(let key) = keyNode, keyNode.anchor == nil else {
-                    throw ConfigurationError("\(path.isEmpty ? "top level" : path): keys must be plain strings")
+                    throw ConfigurationError(path.isEmpty ? "top level" : path, .invalid, "keys must be plain strings")
                 }
                 let child = Section.join(path, key.string)
-                guard seen.insert(key.string).inserted else { throw ConfigurationError("\(child): the key appears twice") }
+                guard seen.insert(key.string).inserted else { throw ConfigurationError(child, .invalid, "the key appears twice") }
                 members.append((Key(key.string), try convert(valueNode, at: child, depth: depth + 1, budget: &budget)))
             }
             return .object(JSONObject(members))
         case .alias:
-            throw ConfigurationError("\(path): YAML anchors and aliases (&name, *name) are not supported; write the value out")
+            throw ConfigurationError(path, .invalid, "YAML anchors and aliases (&name, *name) are not supported; write the value out")
         }
     }
 
@@ -248,7 +248,7 @@ public enum ConfigurationLoader {
                     continue
                 }
                 let keys = matches.prefix(4).map { match in match.0.reduce("") { Section.join($0, $1) } }
-                throw ConfigurationError("\(label): matches several keys (\(keys.joined(separator: ", "))\(matches.count > 4 ? ", …" : ""))")
+                throw ConfigurationError(label, .conflict, "matches several keys (\(keys.joined(separator: ", "))\(matches.count > 4 ? ", …" : ""))")
             }
             let key = keyPath.joined(separator: ".")
             json = setting(json, keyPath[...], to: try overrideValue(value, kind: kind, variable: label, key: key))
@@ -274,26 +274,26 @@ public enum ConfigurationLoader {
     /// A variable's text as a value of the key's type. Never echoes a secret.
     static func overrideValue(_ text: String, kind: ConfigurationValueKind, variable: String, key: String) throws -> JSON {
         if text.isEmpty {
-            throw ConfigurationError("\(variable) is set but empty; give it the value of \(key), or unset it")
+            throw ConfigurationError(nil, .invalid, "\(variable) is set but empty; give it the value of \(key), or unset it")
         }
         switch kind {
         case .integer:
             guard let number = Int64(text) else {
-                throw ConfigurationError("\(variable) (\(key)): expected an integer, got \(quotedString(text))")
+                throw ConfigurationError("\(variable) (\(key))", .invalid, "expected an integer, got \(quotedString(text))")
             }
             return .int(number)
         case .number:
             guard text.utf8.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") || $0 == UInt8(ascii: ".") }),
                 let number = Double(text), number.isFinite
             else {
-                throw ConfigurationError("\(variable) (\(key)): expected a decimal number such as 2 or 0.2, got \(quotedString(text))")
+                throw ConfigurationError("\(variable) (\(key))", .invalid, "expected a decimal number such as 2 or 0.2, got \(quotedString(text))")
             }
             return .double(number)
         case .boolean:
             switch text {
             case "true": return .bool(true)
             case "false": return .bool(false)
-            default: throw ConfigurationError("\(variable) (\(key)): expected true or false, got \(quotedString(text))")
+            default: throw ConfigurationError("\(variable) (\(key))", .invalid, "expected true or false, got \(quotedString(text))")
             }
         case .string, .duration, .size, .secret:
             return .string(text)

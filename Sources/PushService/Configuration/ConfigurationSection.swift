@@ -27,7 +27,7 @@ struct Section {
             return
         }
         guard case .object(let object) = json else {
-            context.report.add("\(path.isEmpty ? "the configuration" : path): expected a mapping of keys, got \(json.typeName)")
+            context.report.add(path.isEmpty ? "the configuration" : path, .invalid, "expected a mapping of keys, got \(json.typeName)")
             self.object = JSONObject()
             return
         }
@@ -35,7 +35,7 @@ struct Section {
         if case .object(let keys) = schema {
             for (key, _) in object where keys[key.string] == nil {
                 context.report.add(
-                    "\(Section.join(path, key.string)): unknown key; expected one of \(keys.keys.sorted().joined(separator: ", "))")
+                    Section.join(path, key.string), .unknownKey, "unknown key; expected one of \(keys.keys.sorted().joined(separator: ", "))")
                 accepted.remove(key)
             }
         }
@@ -58,7 +58,7 @@ struct Section {
     }
 
     private func problem(_ key: String, _ message: String, category: ProblemReport.Category = .general) {
-        context.report.add("\(label(key)): \(message)", category: category)
+        context.report.add(label(key), .invalid, message, category: category)
     }
 
     func has(_ key: String) -> Bool {

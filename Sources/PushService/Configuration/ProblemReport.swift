@@ -8,12 +8,13 @@ final class ProblemReport {
         case authentication
     }
 
-    private(set) var entries: [(category: Category, message: String)] = []
+    private(set) var entries: [(category: Category, problem: ConfigurationError.Problem)] = []
 
-    var problems: [String] { entries.map(\.message) }
+    var problems: [ConfigurationError.Problem] { entries.map(\.problem) }
 
-    func add(_ message: String, category: Category = .general) {
-        entries.append((category, message))
+    /// Records a problem with `key` (as messages name it; `nil` when it is about no one key).
+    func add(_ key: String?, _ kind: ConfigurationError.Kind, _ message: String, category: Category = .general) {
+        entries.append((category, ConfigurationError.Problem(key: key, kind: kind, message: message)))
     }
 
     /// What does not stop the service but the operator should fix.

@@ -349,23 +349,79 @@ extension ServiceConfiguration {
     }
 }
 
-/// A configuration that cannot be used: each problem names the key, what is wrong and what
-/// was expected.
+/// A configuration that cannot be used: every problem found, each with the key it is about,
+/// its kind (compare with the static members) and what is wrong and what was expected.
 public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Every problem found, one line each.
-    public let problems: [String]
+    /// What sort of problem, as a closed set (a stable name each).
+    public struct Kind: Hashable, Sendable, CustomStringConvertible {
+        private enum Code: String {
+            case missing
+            case invalid
+            case unknownKey = "unknown_key"
+            case conflict
+            case tooLarge = "too_large"
+            case unreadable
+            case inUse = "in_use"
+        }
 
-    public init(_ description: String) {
-        self.problems = [description]
+        private let code: Code
+
+        private init(_ code: Code) { self.code = code }
+
+        /// A required key is absent.
+        public static let missing = Kind(.missing)
+        /// A value of the wrong type, out of range or in the wrong form; a file that does not
+        /// hold what the key says (a key, a JWK Set, rules).
+        public static let invalid = Kind(.invalid)
+        /// A key the schema does not have (a typo must not silently mean "default").
+        public static let unknownKey = Kind(.unknownKey)
+        /// Keys that contradict each other (both of two alternatives, one duration longer than
+        /// the one bounding it, two applications sharing a token key).
+        public static let conflict = Kind(.conflict)
+        /// A file or a document over its bound.
+        public static let tooLarge = Kind(.tooLarge)
+        /// A file that cannot be read, or is not text.
+        public static let unreadable = Kind(.unreadable)
+        /// The store is used by other processes in a way this configuration cannot share
+        /// (`instance.mode`).
+        public static let inUse = Kind(.inUse)
+
+        /// The kind's stable name (`unknown_key`).
+        public var description: String { code.rawValue }
     }
 
-    public init(problems: [String]) {
+    /// One problem: the key it is about, as messages name it (`apps.toto.fcm.serviceAccountFile`,
+    /// with `(set by PUSHDISPATCH_…)` when a variable set it; `nil` when it is about the file
+    /// or no one key), and the message.
+    public struct Problem: Sendable, Equatable, CustomStringConvertible {
+        public let key: String?
+        public let kind: Kind
+        public let message: String
+
+        public init(key: String?, kind: Kind, message: String) {
+            self.key = key
+            self.kind = kind
+            self.message = message
+        }
+
+        /// `key: message`, or the message alone.
+        public var description: String { key.map { "\($0): \(message)" } ?? message }
+    }
+
+    /// Every problem found, in the order found.
+    public let problems: [Problem]
+
+    public init(_ key: String?, _ kind: Kind, _ message: String) {
+        self.problems = [Problem(key: key, kind: kind, message: message)]
+    }
+
+    public init(problems: [Problem]) {
         self.problems = problems
     }
 
     /// The problems, one per line.
     public var description: String {
-        problems.joined(separator: "\n")
+        problems.map(\.description).joined(separator: "\n")
     }
 }
 

@@ -74,7 +74,7 @@ struct ConfiguredSenders {
                     do {
                         token = try APNsProviderToken(teamID: apns.teamID, keyID: apns.keyID, privateKeyPEM: apns.privateKey.value)
                     } catch {
-                        throw ConfigurationError("apps.\(id).\(error)")
+                        throw ConfigurationError(nil, .invalid, "apps.\(id).\(error)")
                     }
                     tokens[key] = token
                 }
@@ -85,7 +85,7 @@ struct ConfiguredSenders {
                 do {
                     key = try VAPIDKey(text: webpush.vapidPrivateKey.value)
                 } catch {
-                    throw ConfigurationError("apps.\(id).webpush.vapidPrivateKey: \(error)")
+                    throw ConfigurationError("apps.\(id).webpush.vapidPrivateKey", .invalid, "\(error)")
                 }
                 prepared.webpush = WebPushSender(
                     vapid: key, subject: webpush.subject, policy: webpush.policy, ttl: window,
@@ -93,13 +93,13 @@ struct ConfiguredSenders {
             }
             if let fcm = app.fcm {
                 guard let data = FileManager.default.contents(atPath: fcm.serviceAccountFile) else {
-                    throw ConfigurationError("apps.\(id).fcm.serviceAccountFile: cannot read \(fcm.serviceAccountFile)")
+                    throw ConfigurationError("apps.\(id).fcm.serviceAccountFile", .unreadable, "cannot read \(fcm.serviceAccountFile)")
                 }
                 let key: ServiceAccountKey
                 do {
                     key = try ServiceAccountKey(json: [UInt8](data))
                 } catch {
-                    throw ConfigurationError("apps.\(id).fcm.serviceAccountFile: \(error)")
+                    throw ConfigurationError("apps.\(id).fcm.serviceAccountFile", .invalid, "\(error)")
                 }
                 prepared.fcm = FCMSender(key: key, endpoint: fcm.endpoint, context: context)
             }
@@ -113,7 +113,7 @@ struct ConfiguredSenders {
                 do {
                     secret = try WebhookSecret(webhook.secret.value)
                 } catch {
-                    throw ConfigurationError("apps.\(id).webhooks.\(name).secret: \(error)")
+                    throw ConfigurationError("apps.\(id).webhooks.\(name).secret", .invalid, "\(error)")
                 }
                 prepared.webhooks[name] = WebhookSender(url: webhook.url, secret: secret, context: context)
             }

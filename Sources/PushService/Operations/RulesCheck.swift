@@ -74,7 +74,7 @@ public enum RulesCheck {
         switch configuration.store {
         case .sqlite(let path):
             guard FileManager.default.fileExists(atPath: path) else {
-                throw ConfigurationError("store.sqlite: \(path) does not exist: there is nothing to check yet")
+                throw ConfigurationError("store.sqlite", .unreadable, "\(path) does not exist: there is nothing to check yet")
             }
             return try SQLiteStore(readingOnly: path)
         case .postgres:

@@ -46,13 +46,13 @@ enum Deployments {
             do {
                 guard try await store.holdDeploymentLock(shared: false) else {
                     throw ConfigurationError(
-                        "instance.mode: single, but other pushdispatch instances use \(store.location) (shared ones, or another single one); "
+                        "instance.mode", .inUse, "single, but other pushdispatch instances use \(store.location) (shared ones, or another single one); "
                             + "stop them, or give every instance instance.mode: shared")
                 }
                 let waiting = try await store.inboxDepth()
                 guard waiting == 0 else {
                     throw ConfigurationError(
-                        "instance.mode: single, but \(waiting) records accepted by shared instances wait in the inbox of \(store.location); "
+                        "instance.mode", .inUse, "single, but \(waiting) records accepted by shared instances wait in the inbox of \(store.location); "
                             + "run with instance.mode: shared until they are processed")
                 }
                 try await store.adoptInstanceSocketCheckpoints()
@@ -66,7 +66,7 @@ enum Deployments {
             do {
                 guard try await store.holdDeploymentLock(shared: true) else {
                     throw ConfigurationError(
-                        "instance.mode: shared, but a single instance (instance.mode: single) uses \(store.location) alone; stop it first")
+                        "instance.mode", .inUse, "shared, but a single instance (instance.mode: single) uses \(store.location) alone; stop it first")
                 }
                 try await store.adoptInstanceSocketCheckpoints()
             } catch {

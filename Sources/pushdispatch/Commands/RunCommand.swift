@@ -50,5 +50,5 @@ func loadConfiguration(_ path: String, purpose: ConfigurationPurpose = .service)
 func reportConfigurationProblems(_ error: ConfigurationError, path: String) {
     let count = error.problems.count
     printError("pushdispatch: the configuration \(path) cannot be used (\(count) problem\(count == 1 ? "" : "s")):")
-    for problem in error.problems { printError("  " + problem) }
+    for problem in error.problems { printError("  \(problem)") }
 }
