@@ -13,15 +13,22 @@ public protocol OperationsReport: Sendable {
     func status() async -> JSON
 }
 
-/// `/metrics` and `/status`, behind the operations token when one is configured.
+/// `/metrics` and `/status`, behind the operations token when one is configured; without one,
+/// open on a loopback address only (SPEC §13.1).
 public struct OperationsRoutes: Sendable {
     let report: any OperationsReport
     /// `http.operationsToken`: required of `/metrics` and `/status` when set.
     let token: String?
+    /// Where the service listens (`http.host`), for the refusal without a token.
+    let host: String
+    /// Whether `host` is a loopback address: then, without a token, the routes stay open.
+    let loopback: Bool
 
-    public init(report: any OperationsReport, token: String?) {
+    public init(report: any OperationsReport, token: String?, host: String, loopback: Bool) {
         self.report = report
         self.token = token
+        self.host = host
+        self.loopback = loopback
     }
 
     public func add(to router: Router<BasicRequestContext>) {
@@ -42,10 +49,21 @@ public struct OperationsRoutes: Sendable {
         }
     }
 
-    /// A 401 unless the request carries the operations token (when one is configured). The
+    /// A 401 unless the request carries the operations token (when one is configured); a 403
+    /// for every request when none is configured and the service listens beyond loopback. The
     /// comparison takes the same time wherever the tokens differ.
     func refusal(_ request: Request) -> Response? {
-        guard let token else { return nil }
+        guard let token else {
+            if loopback { return nil }
+            let message =
+                "http.operationsToken is not set and the service listens on \(host), not a loopback address: set it "
+                + "(16 or more printable characters; or PUSHDISPATCH_HTTP_OPERATIONSTOKEN) and send Authorization: Bearer <token>"
+            var headers = HTTPFields()
+            headers[.contentType] = "application/json"
+            var writer = JSONWriter(capacity: 256)
+            writer.write(["error": "forbidden", "message": .string(message)] as JSON)
+            return Response(status: .forbidden, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+        }
         let given = request.headers[.authorization].flatMap { value -> Substring? in
             guard value.count > 7, value.prefix(7).lowercased() == "bearer " else { return nil }
             return value.dropFirst(7)

@@ -374,4 +374,35 @@ struct RunCommandTests {
         let refused = try Executable.run(["status", "--url", "http://127.0.0.1:\(port)"])
         #expect(refused.status == 1 && refused.stderr.contains("answered 401 (the service requires its operations token"), "\(refused.stderr)")
     }
+
+    @Test("no operations token and a bind beyond loopback: /metrics and /status refuse (403, saying how), probes stay open, config check warns")
+    func operationsClosedBeyondLoopback() async throws {
+        let folder = try Self.folder()
+        let config = folder.appendingPathComponent("pushdispatch.yaml").path
+        try Data(
+            """
+            store: {sqlite: ./pushdispatch.db}
+            http: {host: 0.0.0.0, port: 0}
+            apps: {toto: {auth: {hs256Secret: env:TOTO_AUTH_SECRET}}}
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: config))
+        let check = try Executable.run(["config", "check", config])
+        #expect(check.status == 0 && check.stderr.contains("warning: http.operationsToken: not set, and http.host 0.0.0.0 is not a loopback address"), "\(check.stderr)")
+        let service = try RunningService(config: config)
+        defer { _ = service.stop() }
+        let port = try await service.port()
+        for path in ["/metrics", "/status"] {
+            let refused = try Self.curl(["http://127.0.0.1:\(port)\(path)"])
+            #expect(refused.status == 403 && refused.body.contains("\"error\":\"forbidden\""), "\(path): \(refused.status) \(refused.body)")
+            #expect(refused.body.contains("http.operationsToken is not set and the service listens on 0.0.0.0"), "\(refused.body)")
+        }
+        #expect(try Self.curl(["http://127.0.0.1:\(port)/healthz"]).status == 200)
+        #expect(try Self.curl(["http://127.0.0.1:\(port)/readyz"]).status == 200)
+        let fixed = try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "port: 0", with: "port: \(port)")
+        let statusConfig = folder.appendingPathComponent("status.yaml").path
+        try Data(fixed.utf8).write(to: URL(fileURLWithPath: statusConfig))
+        let status = try Executable.run(["status", "--config", statusConfig])
+        #expect(status.status == 1 && status.stderr.contains("answered 403 (the service listens beyond loopback"), "\(status.stderr)")
+    }
 }

@@ -196,6 +196,15 @@ struct ConfigurationTests {
         #expect(!error("", environment).contains(secret))
     }
 
+    @Test("http.host: what counts as loopback (where /metrics and /status stay open without a token)", arguments: [
+        ("127.0.0.1", true), ("127.8.9.10", true), ("localhost", true), ("LOCALHOST", true), ("::1", true), ("::ffff:127.0.0.1", true),
+        ("0.0.0.0", false), ("::", false), ("10.0.0.1", false), ("192.168.1.2", false), ("example.com", false), ("localhost.example", false),
+        ("::2", false), ("0177.0.0.1", false),
+    ] as [(String, Bool)])
+    func loopbackHosts(host: String, loopback: Bool) {
+        #expect(ServiceConfiguration.HTTP(host: host, port: 8080).isLoopback == loopback, "\(host)")
+    }
+
     @Test("every problem is reported at once")
     func everyProblem() throws {
         do {

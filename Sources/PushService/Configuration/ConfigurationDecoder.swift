@@ -82,6 +82,11 @@ struct ConfigurationDecoder {
             host: httpSection.host("host") ?? "127.0.0.1",
             port: Int(httpSection.integer("port", range: 0...65535, expected: "a port: 0 to 65535 (0 picks a free one)") ?? 8080),
             operationsToken: operationsToken)
+        if !httpSection.has("operationsToken") && !http.isLoopback {
+            report.warn(
+                "http.operationsToken: not set, and http.host \(http.host) is not a loopback address: /metrics and /status answer 403 "
+                    + "until it is set (16 or more printable characters; or PUSHDISPATCH_HTTP_OPERATIONSTOKEN)")
+        }
 
         let deliverySection = root.section("delivery")
         let retrySection = deliverySection.section("retry")

@@ -1,5 +1,6 @@
 import Foundation
 import PushCore
+import PushHTTP
 import PushIngest
 import PushJSON
 import PushMatching
@@ -46,9 +47,24 @@ public struct ServiceConfiguration: Sendable {
         /// `http.port`. Default 8080; 0 picks a free port (it is logged).
         public var port: Int
         /// `http.operationsToken`: when set, `/metrics` and `/status` answer only requests with
-        /// `Authorization: Bearer <token>` (at least 16 bytes). Default none: they are open to
-        /// whoever reaches `http.host`.
+        /// `Authorization: Bearer <token>` (at least 16 bytes). Default none: they are open on a
+        /// loopback `host` and refused (403) on any other.
         public var operationsToken: Secret? = nil
+
+        /// Whether `host` is a loopback address (`localhost`, 127.0.0.0/8, `::1`, or 127/8
+        /// mapped into IPv6). A name other than `localhost` is not: what it resolves to may change.
+        public var isLoopback: Bool {
+            let name = host.lowercased()
+            if name == "localhost" { return true }
+            guard let address = AddressClass.literal(name) else { return false }
+            switch address.count {
+            case 4: return address[0] == 127
+            case 16:
+                if address[0..<15].allSatisfy({ $0 == 0 }) && address[15] == 1 { return true }
+                return address[0..<12].elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]) && address[12] == 127
+            default: return false
+            }
+        }
     }
 
     public struct Delivery: Sendable, Equatable {

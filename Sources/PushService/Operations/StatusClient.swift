@@ -30,7 +30,9 @@ public enum StatusClient {
                     ? token == nil
                         ? " (the service requires its operations token: give --config with http.operationsToken, or set PUSHDISPATCH_HTTP_OPERATIONSTOKEN)"
                         : " (the operations token was refused)"
-                    : ""
+                    : response.status.code == 403
+                        ? " (the service listens beyond loopback without an operations token: set http.operationsToken in its configuration)"
+                        : ""
                 fetched = .failure(StatusError("\(base)/status answered \(response.status.code)\(hint)"))
             }
         } catch {

@@ -31,7 +31,9 @@ struct APIServer {
         let api = SubscriptionAPI(
             store: store, applications: applications, clock: clock, index: index, jwks: jwks, readiness: operations, logger: logger)
         let router = api.router()
-        OperationsRoutes(report: operations, token: operationsToken?.value).add(to: router)
+        OperationsRoutes(
+            report: operations, token: operationsToken?.value, host: configuration.http.host, loopback: configuration.http.isLoopback
+        ).add(to: router)
         let (logger, address, http, onListening) = (self.logger, self.address, configuration.http, self.onListening)
         return Application(
             router: router,
