@@ -83,6 +83,16 @@ struct ConfigurationTests {
         #expect(try load("", ConfigurationTests.environment.merging(["PUSHDISPATCH_INGEST_SOCKETMODE": "0640"]) { $1 }).ingest.socketLimits.mode == 0o640)
     }
 
+    @Test("ingest.maxRecordBytes: 16MiB unless set, from 64KiB to 1GiB")
+    func maxRecordBytes() throws {
+        #expect(try load("").ingest.maxRecordBytes == 16 << 20)
+        #expect(try load("ingest: {maxRecordBytes: 64KiB}").ingest.maxRecordBytes == 64 << 10)
+        #expect(try load("ingest: {maxRecordBytes: 1GiB}").ingest.maxRecordBytes == 1 << 30)
+        for bad in ["1KiB", "2GiB", "-1", "big"] {
+            #expect(throws: ConfigurationError.self, "\(bad)") { try load("ingest: {maxRecordBytes: \(bad)}") }
+        }
+    }
+
     @Test("ingest.deadLetterMaxSize: a size from 64KiB to 1TiB, in YAML as text or a number, or from its variable")
     func deadLetterMaxSize() throws {
         #expect(try load("ingest: {deadLetterMaxSize: 64MiB}").ingest.deadLetterMaxSize == 64 << 20)

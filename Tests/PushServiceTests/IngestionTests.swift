@@ -118,6 +118,23 @@ struct IngestionTests {
         await service.shutdown()
     }
 
+    @Test("ingest.maxRecordBytes: a line longer than configured is dead-lettered as too long, one within it is applied")
+    func maxRecordBytes() async throws {
+        let service = try ServiceHarness(ingest: true, maxRecordBytes: "64KiB")
+        try await service.start()
+        try await subscribe(service, [Self.childSubscription])
+        func record(_ seq: Int, _ user: String, bytes: Int) -> String {
+            let head = #"{"seq":\#(seq),"app":"toto","op":"put","path":"/users/\#(user)","data":""#
+            return head + String(repeating: "x", count: bytes - head.utf8.count - 2) + #""}"#
+        }
+        try service.appendToQueueFile([record(1, "a", bytes: 70_000), record(2, "b", bytes: 60_000), record(3, "c", bytes: 65_536)])
+        #expect(try await eventually { try await queued(service).count == 2 })
+        let letters = deadLetters(service)
+        #expect(letters.count == 1, "\(letters)")
+        #expect(letters.first?["reason"]?.stringValue?.contains("at most 65536 bytes") == true, "\(String(describing: letters.first?["reason"]))")
+        await service.shutdown()
+    }
+
     @Test("every kind of bad line goes to the dead-letter file with its reason, and the stream goes on")
     func deadLetters() async throws {
         let service = try ServiceHarness(ingest: true)

@@ -44,7 +44,7 @@ final class ServiceHarness: Sendable {
     init(
         folder: URL? = nil, now: Int64 = 1_800_000_000, limits: ConnectionLimits = .standard, ingest: Bool = false,
         batchLines: Int = 2_000, snapshotAfterBytes: Int? = nil, store: String = "{sqlite: ./store.db}", instance: String? = nil,
-        rules: String? = nil
+        rules: String? = nil, maxRecordBytes: String? = nil
     ) throws {
         self.limits = limits
         self.tuning = ServiceRuntime.Tuning(
@@ -53,7 +53,8 @@ final class ServiceHarness: Sendable {
         self.clock = ManualClock(start: now * 1_000)
         try FileManager.default.createDirectory(at: self.folder, withIntermediateDirectories: true)
         let keys = Self.fixtures.appendingPathComponent("jose/test-keyset.json").path
-        let ingestSection = ingest ? "ingest: {queueFile: ./changes.ndjson, socket: ./in.sock, deadLetter: ./dead.ndjson}\n" : ""
+        let longest = maxRecordBytes.map { ", maxRecordBytes: \($0)" } ?? ""
+        let ingestSection = ingest ? "ingest: {queueFile: ./changes.ndjson, socket: ./in.sock, deadLetter: ./dead.ndjson\(longest)}\n" : ""
         let instanceSection = instance.map { "instance: \($0)\n" } ?? ""
         let configuration = ingestSection + instanceSection + """
             store: \(store)

@@ -68,6 +68,7 @@ struct ConfigurationDecoder {
             queueFile: ingestSection.path("queueFile", parentMustExist: true), socket: socket,
             deadLetter: ingestSection.path("deadLetter", parentMustExist: true) ?? ingestSection.resolve("./dead-letter.ndjson"),
             deadLetterMaxSize: Int(ingestSection.size("deadLetterMaxSize", range: (64 << 10)...(1 << 40)) ?? Int64(DeadLetterFile.defaultMaxSize)),
+            maxRecordBytes: Int(ingestSection.size("maxRecordBytes", range: (64 << 10)...(1 << 30)) ?? 16 << 20),
             snapshotAfter: Int(ingestSection.size("snapshotAfter", range: 1...(1 << 40)) ?? 64 << 20),
             socketLimits: Self.socketLimits(ingestSection))
 

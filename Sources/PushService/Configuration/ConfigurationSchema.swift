@@ -13,7 +13,7 @@ indirect enum ConfigurationSchema: Sendable {
         "store": .object(["sqlite": .leaf(.string), "postgres": .leaf(.secret)]),
         "ingest": .object([
             "queueFile": .leaf(.string), "socket": .leaf(.string), "deadLetter": .leaf(.string), "deadLetterMaxSize": .leaf(.size),
-            "snapshotAfter": .leaf(.size),
+            "maxRecordBytes": .leaf(.size), "snapshotAfter": .leaf(.size),
             "socketMode": .leaf(.string), "socketMaxConnections": .leaf(.integer), "socketIdleTimeout": .leaf(.duration),
             "socketMaxBuffered": .leaf(.size), "socketShutdownGrace": .leaf(.duration),
         ]),

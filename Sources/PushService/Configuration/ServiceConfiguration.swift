@@ -24,6 +24,10 @@ public struct ServiceConfiguration: Sendable {
         /// `ingest.deadLetterMaxSize`: past this many bytes the dead-letter file is renamed to
         /// `<deadLetter>.1` (replacing an older one) and a new one is started. Default 1 GiB.
         public var deadLetterMaxSize: Int = DeadLetterFile.defaultMaxSize
+        /// `ingest.maxRecordBytes`: the longest change-record line accepted, from either source;
+        /// a longer one is dead-lettered with reason `too_long` (SPEC §13.3). A line is held whole
+        /// while it is read. Default 16 MiB; 64 KiB to 1 GiB.
+        public var maxRecordBytes: Int = 16 << 20
         /// `ingest.snapshotAfter`: an application's tree is snapshotted once this many bytes of its
         /// records were journalled since the last snapshot. Default 64 MiB.
         public var snapshotAfter: Int = 64 << 20

@@ -26,18 +26,14 @@ public struct ServiceRuntime: Sendable {
         /// A tree snapshot is due after this many journalled bytes. Default:
         /// `ingest.snapshotAfter` (tests make it small).
         public var snapshotAfterBytes: Int?
-        /// Longest change-record line. Default 16 MiB.
-        public var maxLineBytes: Int
-
         public init(
             followInterval: Duration = .seconds(1), connectionLimits: ConnectionLimits = .standard, ingest: Ingestor.Configuration = .init(),
-            snapshotAfterBytes: Int? = nil, maxLineBytes: Int = 16 << 20
+            snapshotAfterBytes: Int? = nil
         ) {
             self.followInterval = followInterval
             self.connectionLimits = connectionLimits
             self.ingest = ingest
             self.snapshotAfterBytes = snapshotAfterBytes
-            self.maxLineBytes = maxLineBytes
         }
     }
 
@@ -167,13 +163,13 @@ public struct ServiceRuntime: Sendable {
             let checkpoint = parts.checkpoints[deployment.checkpointKey(QueueFileSource.name)]
             sources.append(
                 QueueFileSource(
-                    path: path, queue: parts.queue, checkpoint: checkpoint, maxLineBytes: parts.tuning.maxLineBytes, readiness: readiness,
+                    path: path, queue: parts.queue, checkpoint: checkpoint, maxLineBytes: parts.configuration.ingest.maxRecordBytes, readiness: readiness,
                     logger: parts.logger))
         }
         if let path = configuration.ingest.socket {
             sources.append(
                 UnixSocketSource(
-                    path: path, queue: parts.queue, maxLineBytes: parts.tuning.maxLineBytes, limits: configuration.ingest.socketLimits,
+                    path: path, queue: parts.queue, maxLineBytes: parts.configuration.ingest.maxRecordBytes, limits: configuration.ingest.socketLimits,
                     readiness: readiness, logger: parts.logger))
         }
         return sources

@@ -46,7 +46,7 @@ struct SharedDeployment: Deployment {
             store: shared, leases: keeper, engine: engine, registry: parts.registry, writer: writer, wake: wake, clock: parts.clock,
             batchLines: parts.tuning.ingest.batchLines, logger: parts.logger)
         let listener = ClusterListener(store: shared, index: parts.registry, owner: wake, outbox: parts.delivery)
-        let checker = LineChecker(watermarks: parts.checkpoints.compactMapValues(\.lastSeq), maxLineBytes: parts.tuning.maxLineBytes)
+        let checker = LineChecker(watermarks: parts.checkpoints.compactMapValues(\.lastSeq), maxLineBytes: parts.configuration.ingest.maxRecordBytes)
         let machine = self.machine
         let intake = InboxIntake(
             queue: parts.queue, store: shared, key: { SharedInstances.sourceKey(source: $0, machine: machine) }, checker: checker, writer: writer, clock: parts.clock,

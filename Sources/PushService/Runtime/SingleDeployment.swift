@@ -47,7 +47,7 @@ struct SingleDeployment: Deployment {
 
     func processing(_ parts: ServiceParts) async throws -> Processing {
         let trees = try await TreeLoader.load(from: store, logger: parts.logger)
-        let checker = LineChecker(watermarks: parts.checkpoints.compactMapValues(\.lastSeq), maxLineBytes: parts.tuning.maxLineBytes)
+        let checker = LineChecker(watermarks: parts.checkpoints.compactMapValues(\.lastSeq), maxLineBytes: parts.configuration.ingest.maxRecordBytes)
         let key = checkpointKey
         let engine = RecordEngine(
             trees: trees, settings: parts.settings, sealers: parts.sealers, registry: parts.registry, view: parts.view,
