@@ -58,11 +58,7 @@ public struct OperationsRoutes: Sendable {
             let message =
                 "http.operationsToken is not set and the service listens on \(host), not a loopback address: set it "
                 + "(16 or more printable characters; or PUSHDISPATCH_HTTP_OPERATIONSTOKEN) and send Authorization: Bearer <token>"
-            var headers = HTTPFields()
-            headers[.contentType] = "application/json"
-            var writer = JSONWriter(capacity: 256)
-            writer.write(["error": "forbidden", "message": .string(message)] as JSON)
-            return Response(status: .forbidden, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+            return .json(status: .forbidden, ["error": "forbidden", "message": .string(message)])
         }
         let given = request.headers[.authorization].flatMap { value -> Substring? in
             guard value.count > 7, value.prefix(7).lowercased() == "bearer " else { return nil }
@@ -74,11 +70,8 @@ public struct OperationsRoutes: Sendable {
             ? "this endpoint needs the operations token: Authorization: Bearer <http.operationsToken>"
             : "the operations token is not the one configured (http.operationsToken)"
         var headers = HTTPFields()
-        headers[.contentType] = "application/json"
         headers[.wwwAuthenticate] = given == nil ? "Bearer realm=\"pushdispatch-operations\"" : "Bearer realm=\"pushdispatch-operations\", error=\"invalid_token\""
-        var writer = JSONWriter(capacity: 256)
-        writer.write(["error": "unauthorized", "message": .string(message)] as JSON)
-        return Response(status: .unauthorized, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: writer.bytes)))
+        return .json(status: .unauthorized, ["error": "unauthorized", "message": .string(message)], headers: headers)
     }
 
     /// Equal bytes, compared in a time that depends on the lengths only.
