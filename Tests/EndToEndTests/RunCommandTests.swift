@@ -366,9 +366,7 @@ struct RunCommandTests {
         #expect(try Self.curl(["http://127.0.0.1:\(port)/healthz"]).status == 200)
         #expect(try Self.curl(["http://127.0.0.1:\(port)/readyz"]).status == 200)
         // `status --config` reads the token from the configuration; `--url` without one is told why.
-        let fixed = try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "port: 0", with: "port: \(port)")
-        let statusConfig = folder.appendingPathComponent("status.yaml").path
-        try Data(fixed.utf8).write(to: URL(fileURLWithPath: statusConfig))
+        let statusConfig = try Self.statusConfiguration(config, port: port, in: folder)
         let status = try Executable.run(["status", "--config", statusConfig])
         #expect(status.status == 0 && status.stdout.contains("outbox"), "\(status.stderr)")
         let refused = try Executable.run(["status", "--url", "http://127.0.0.1:\(port)"])
@@ -399,10 +397,16 @@ struct RunCommandTests {
         }
         #expect(try Self.curl(["http://127.0.0.1:\(port)/healthz"]).status == 200)
         #expect(try Self.curl(["http://127.0.0.1:\(port)/readyz"]).status == 200)
-        let fixed = try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "port: 0", with: "port: \(port)")
-        let statusConfig = folder.appendingPathComponent("status.yaml").path
-        try Data(fixed.utf8).write(to: URL(fileURLWithPath: statusConfig))
+        let statusConfig = try Self.statusConfiguration(config, port: port, in: folder)
         let status = try Executable.run(["status", "--config", statusConfig])
         #expect(status.status == 1 && status.stderr.contains("answered 403 (the service listens beyond loopback"), "\(status.stderr)")
+    }
+
+    /// A copy of `config` naming the port a service started with `port: 0` took, for `status --config`.
+    static func statusConfiguration(_ config: String, port: Int, in folder: URL) throws -> String {
+        let fixed = try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "port: 0", with: "port: \(port)")
+        let path = folder.appendingPathComponent("status.yaml").path
+        try Data(fixed.utf8).write(to: URL(fileURLWithPath: path))
+        return path
     }
 }
