@@ -149,6 +149,7 @@ let package = Package(
             name: "PushAPI",
             dependencies: [
                 "PushCore", "PushJSON", "PushMatching", "PushContracts", "PushJOSE",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),

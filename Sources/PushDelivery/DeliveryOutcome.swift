@@ -4,8 +4,8 @@ import PushHTTP
 /// return it; the dispatcher acts on it and never reads a status code.
 public enum DeliveryOutcome: Sendable, Equatable {
     /// Accepted. `reference` is the provider's id for the message (FCM `name`, HMS
-    /// `requestId`), when it gave one.
-    case delivered(reference: String?)
+    /// `requestId`), when it gave one; `status` the HTTP status of the answer.
+    case delivered(reference: String?, status: Int? = nil)
     /// A recoverable failure: try again with back-off, never before `retryAfter` (absolute,
     /// milliseconds since the epoch). `slowDown` applies the wait to the whole application's
     /// sender (429, `QUOTA_EXCEEDED`).
@@ -33,6 +33,44 @@ public enum DeliveryOutcome: Sendable, Equatable {
         case .revokeDeadToken, .revoke: "revoked"
         case .failed: "failed"
         }
+    }
+
+    /// The HTTP status the provider answered with (the delivery history's `status`): for the
+    /// other outcomes, read from their reason, which every classifier of an answer begins with
+    /// `HTTP nnn` (``AnswerClassifier``); `nil` when no answer came (a transport error, a
+    /// token that could not be had, a context the sender refused).
+    public var status: Int? {
+        if case .delivered(_, let status) = self { return status }
+        return Self.answerStatus(reason)?.status
+    }
+
+    /// The reason without its `HTTP nnn` prefix (the status is told apart): the provider's error
+    /// code and message, or the transport's error; `nil` when delivered or when nothing is left.
+    public var detail: String? {
+        if case .delivered = self { return nil }
+        let reason = self.reason
+        guard let answered = Self.answerStatus(reason) else { return reason.isEmpty ? nil : reason }
+        let rest = reason[answered.end...].drop { $0 == " " || $0 == ":" }
+        return rest.isEmpty ? nil : String(rest)
+    }
+
+    /// `HTTP nnn` at the start of `reason`: the status and where the rest starts.
+    static func answerStatus(_ reason: String) -> (status: Int, end: String.Index)? {
+        let utf8 = reason.utf8
+        guard utf8.count >= 8, utf8.starts(with: "HTTP ".utf8) else { return nil }
+        var index = utf8.index(utf8.startIndex, offsetBy: 5)
+        var status = 0
+        for _ in 0..<3 {
+            let byte = utf8[index]
+            guard byte >= 0x30 && byte <= 0x39 else { return nil }
+            status = status * 10 + Int(byte - 0x30)
+            index = utf8.index(after: index)
+        }
+        if index != utf8.endIndex {
+            let next = utf8[index]
+            guard next == 0x20 || next == 0x3A else { return nil }
+        }
+        return (status, index)
     }
 
     public var reason: String {

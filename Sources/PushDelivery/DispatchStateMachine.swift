@@ -93,6 +93,9 @@ public struct DispatchStateMachine: Sendable {
         public var provider: Provider
         /// The sender found at the claim.
         public var sender: (any NotificationSender)?
+        /// When the send started (milliseconds since the epoch): its answer's latency counts
+        /// from here.
+        public var startedAt: Int64?
 
         /// Equal notifications through the same provider (senders are not compared).
         public static func == (lhs: Send, rhs: Send) -> Bool {
@@ -138,6 +141,33 @@ public struct DispatchStateMachine: Sendable {
         public var answered: Bool
         /// The sender was paused and this answer resumes it.
         public var resumed: Bool
+        /// The HTTP status of the answer (`nil`: none came).
+        public var status: Int? = nil
+        /// From the send's start to its answer (milliseconds; `nil`: nothing was sent).
+        public var latency: Int64? = nil
+        /// What was answered, without the status: the delivery history's `reason`.
+        public var detail: String? = nil
+
+        /// The delivery history's `outcome`.
+        public var historyOutcome: DeliveryAttempt.Outcome {
+            switch note {
+            case .delivered: .delivered
+            case .retry, .slowDown: .retry
+            case .discarded: .discarded
+            case .revoked: .revoked
+            case .paused: .paused
+            case .failed: .dropped
+            }
+        }
+
+        /// When it is tried again (`retry` only).
+        public var nextAt: Int64? {
+            switch note {
+            case .retry(let at): at
+            case .slowDown(let until): until
+            default: nil
+            }
+        }
 
         /// The `outcome` label of `pushdispatch_deliveries_total`.
         public var outcome: String {
@@ -155,6 +185,7 @@ public struct DispatchStateMachine: Sendable {
         var notification: StoredNotification
         var outcome: DeliveryOutcome
         var provider: Provider?
+        var latency: Int64? = nil
     }
 
     public let configuration: Configuration
@@ -264,8 +295,8 @@ public struct DispatchStateMachine: Sendable {
 
     /// A send ended with `outcome`: its slots are free; its settlement waits for
     /// ``decisions(now:random:)``.
-    public mutating func sent(_ send: Send, outcome: DeliveryOutcome) {
-        completed.append(Completed(notification: send.notification, outcome: outcome, provider: send.provider))
+    public mutating func sent(_ send: Send, outcome: DeliveryOutcome, latency: Int64? = nil) {
+        completed.append(Completed(notification: send.notification, outcome: outcome, provider: send.provider, latency: latency))
         byProvider[send.provider, default: 1] -= 1
         byApp[send.notification.entry.app, default: 1] -= 1
     }
@@ -296,6 +327,9 @@ public struct DispatchStateMachine: Sendable {
         var decision = Decision(
             settlement: .release(id: notification.id), provider: answer.provider, notification: notification, note: .failed,
             reason: answer.outcome.reason, needsNotice: false, answered: false, resumed: false)
+        decision.status = answer.outcome.status
+        decision.latency = answer.latency
+        decision.detail = answer.outcome.detail
         switch answer.outcome {
         case .delivered:
             decision.resumed = resume(key)
@@ -342,8 +376,9 @@ public struct DispatchStateMachine: Sendable {
         return decision
     }
 
-    /// A paused sender whose send worked again is resumed; whether it was paused.
-    mutating func resume(_ key: SenderKey) -> Bool {
+    /// A paused sender whose send worked again (or that an operator resumed) is resumed;
+    /// whether it was paused.
+    public mutating func resume(_ key: SenderKey) -> Bool {
         paused.removeValue(forKey: key) != nil
     }
 

@@ -23,6 +23,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         /// Whether to release every claim at start (a single instance on its own store); else
         /// only this claimant's (one of several instances).
         public var releaseAllAtStart: Bool
+        /// Whether every attempt is written into the delivery history (SPEC §13.2).
+        public var keepsHistory = false
 
         public init(
             retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, lease: Int64 = 300_000, claimant: String = "local",
@@ -58,6 +60,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     let random: @Sendable () -> Double
     let logger: Logger
     public let counters: DeliveryCounters
+    /// Each attempt as it is settled, to whoever watches (`GET /ops/v1/events`).
+    public let feed: AttemptFeed
     let state: Mutex<State>
     /// Sends started with callbacks alone, without a task (tests).
     let startedWithoutTask = Atomic<Int>(0)
@@ -69,8 +73,9 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     public init(
         store: any DeliveryStore, senders: any SenderDirectory, configuration: Configuration = Configuration(), notices: any RevocationNotices,
         index: any SubscriptionIndexFollower, clock: any ServiceClock, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        counters: DeliveryCounters = DeliveryCounters(), logger: Logger
+        counters: DeliveryCounters = DeliveryCounters(), feed: AttemptFeed = AttemptFeed(), logger: Logger
     ) {
+        self.feed = feed
         self.store = store
         self.senders = senders
         self.configuration = configuration
@@ -98,6 +103,17 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
 
     /// The application senders paused now, with why.
     public var paused: [SenderKey: Pause] { state.withLock { $0.machine.paused } }
+
+    /// Resumes a paused sender at once (an operator fixed what paused it): its notifications
+    /// are claimed again now. Whether it was paused.
+    public func resume(_ key: SenderKey) -> Bool {
+        let resumed = state.withLock { $0.machine.resume(key) }
+        if resumed {
+            logger.notice("sender resumed by an operator", metadata: ["sender": "\(key)"])
+            nudge()
+        }
+        return resumed
+    }
 
     /// The applications with a paused sender (readiness lists them).
     public var pausedApplications: [String] { state.withLock { $0.machine.pausedApplications } }
@@ -168,7 +184,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 if let pending {
                     do {
                         let (result, claim) = try await store.settleAndClaimDue(
-                            pending.settlements, settledAt: pending.now, claimant: configuration.claimant, now: now, limit: most, leaseUntil: leaseUntil,
+                            pending.settlements, attempts: historyAttempts(pending), settledAt: pending.now, claimant: configuration.claimant, now: now, limit: most, leaseUntil: leaseUntil,
                             excluding: excluding)
                         settled(pending, result)
                         outcome = claim
@@ -229,12 +245,16 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     /// task; the answer wakes the loop. Either way the machine counts the send in flight until
     /// it completes, which is what a stop waits for.
     func start(_ sends: [DispatchStateMachine.Send], group: inout DiscardingTaskGroup) {
-        for send in sends {
+        let now = clock.now
+        for started in sends {
+            var timed = started
+            timed.startedAt = now
+            let send = timed
             guard let sender = send.sender else {
                 complete(send, .retry(reason: "the sender is gone", retryAfter: nil, slowDown: false))
                 continue
             }
-            if sender.start(send.notification, now: clock.now, completion: { outcome in self.complete(send, outcome) }) {
+            if sender.start(send.notification, now: now, completion: { outcome in self.complete(send, outcome) }) {
                 startedWithoutTask.add(1, ordering: .relaxed)
                 continue
             }
@@ -246,8 +266,9 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     }
 
     func complete(_ send: DispatchStateMachine.Send, _ outcome: DeliveryOutcome) {
+        let latency = send.startedAt.map { max(0, clock.now.saturatingSubtracting($0)) }
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.machine.sent(send, outcome: outcome)
+            state.machine.sent(send, outcome: outcome, latency: latency)
             state.wake = true
             defer { state.waiter = nil }
             return state.waiter
@@ -285,6 +306,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         var now: Int64
         var decisions: [DispatchStateMachine.Decision]
         var settlements: [Settlement]
+        /// Into the delivery history, with the settlements (empty when it is off).
+        var attempts: [DeliveryAttempt] = []
     }
 
     /// Settles every answer so far in one batch: the machine's decisions, revoke notifications
@@ -311,11 +334,15 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 settlements.append(decision.settlement)
             }
         }
-        return PendingSettlements(now: now, decisions: decisions, settlements: settlements)
+        var pending = PendingSettlements(now: now, decisions: decisions, settlements: settlements)
+        if configuration.keepsHistory || feed.isWatched { pending.attempts = decisions.map { DeliveryAttempt($0, at: now) } }
+        return pending
     }
 
-    /// What the store did with settlements: logged, counted; the notifications leave the flight.
+    /// What the store did with settlements: logged, counted, told to the feed's watchers; the
+    /// notifications leave the flight.
     func settled(_ pending: PendingSettlements, _ result: SettleResult) {
+        feed.publish(pending.attempts)
         if result.discarded > 0 {
             logger.warning("notifications discarded after the retry window", metadata: ["count": "\(result.discarded)"])
             // Each decision counted its own notification; the ones waiting behind it went
@@ -334,6 +361,12 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         }
     }
 
+    /// The attempts the store writes into the history (none when it is off: those built for the
+    /// feed alone are not stored).
+    func historyAttempts(_ pending: PendingSettlements) -> [DeliveryAttempt] {
+        configuration.keepsHistory ? pending.attempts : []
+    }
+
     /// Stores settlements, retrying until they are.
     func store(_ pending: PendingSettlements) async {
         let decisions = pending.decisions
@@ -346,7 +379,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         var attempt = 0
         while true {
             do {
-                settled(pending, try await store.settle(settlements, claimant: configuration.claimant, now: now))
+                settled(pending, try await store.settle(settlements, attempts: historyAttempts(pending), claimant: configuration.claimant, now: now))
                 return
             } catch {
                 attempt += 1
@@ -378,7 +411,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         let cutoff = now.saturatingSubtracting(configuration.machine.retry.window)
         for sender in senders {
             do {
-                let count = try await store.discardWaiting(for: sender, createdBefore: cutoff, now: now)
+                let count = try await store.discardWaiting(for: sender, createdBefore: cutoff, now: now, keeping: configuration.keepsHistory)
                 guard count > 0 else { continue }
                 counters.count(provider: Provider(sender.kind).label, outcome: "discarded", times: count)
                 logger.warning(

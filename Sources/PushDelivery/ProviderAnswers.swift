@@ -13,7 +13,7 @@ public enum AnswerClassifier {
         let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
         let json = try? JSONParser.parse(answer.body)
         if (200..<300).contains(answer.status) {
-            return .delivered(reference: json?["name"]?.stringValue)
+            return .delivered(reference: json?["name"]?.stringValue, status: answer.status)
         }
         let error = json?["error"]
         let message = error?["message"]?.stringValue ?? ""
@@ -116,14 +116,14 @@ public enum AnswerClassifier {
         }
         switch code.map(HMSResultCode.init) {
         case .success:
-            return .delivered(reference: json?["requestId"]?.stringValue)
+            return .delivered(reference: json?["requestId"]?.stringValue, status: answer.status)
         case .partialSuccess:
             // Partial success: `msg` lists the illegal tokens (an escaped JSON string in v1).
             let detail: JSON? =
                 if let text = json?["msg"]?.stringValue { try? JSONParser.parse(text) } else { json?["msg"] }
             let illegal = (detail?["illegal_tokens"]?.arrayValue ?? detail?["illegalTokens"]?.arrayValue ?? []).compactMap(\.stringValue)
             if illegal.contains(token) { return .revokeDeadToken(reason: summary) }
-            return .delivered(reference: json?["requestId"]?.stringValue)
+            return .delivered(reference: json?["requestId"]?.stringValue, status: answer.status)
         case .authenticationError, .tokenExpired:
             return .refreshCredentials(reason: summary)
         case .notAllowed:
@@ -157,7 +157,7 @@ public enum AnswerClassifier {
         let summary = "HTTP \(answer.status)"
         switch answer.status {
         case 200..<300:
-            return .delivered(reference: nil)
+            return .delivered(reference: nil, status: answer.status)
         case 410:
             return .revokeDeadToken(reason: summary)
         case 429:
@@ -182,7 +182,7 @@ public enum AnswerClassifier {
     /// application's APNs sender; a refusal of what we sent (413, the other 400s) is a defect,
     /// never a revocation.
     public static func apns(_ answer: ProviderAnswer, now: Int64) -> DeliveryOutcome {
-        if (200..<300).contains(answer.status) { return .delivered(reference: nil) }
+        if (200..<300).contains(answer.status) { return .delivered(reference: nil, status: answer.status) }
         let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
         let reason = (try? JSONParser.parse(answer.body))?["reason"]?.stringValue
         let summary = describe(http: answer.status, code: reason, message: "")
@@ -224,7 +224,7 @@ public enum AnswerClassifier {
     /// application's Web Push sending down, honouring `Retry-After`; 401/403 our VAPID
     /// credentials refused (paused); 5xx and anything else retried within the window.
     public static func webPush(_ answer: ProviderAnswer, now: Int64) -> DeliveryOutcome {
-        if (200..<300).contains(answer.status) { return .delivered(reference: nil) }
+        if (200..<300).contains(answer.status) { return .delivered(reference: nil, status: answer.status) }
         let retryAfter = RetryAfter.parse(answer.retryAfter, now: now)
         let summary = "HTTP \(answer.status)"
         switch answer.status {

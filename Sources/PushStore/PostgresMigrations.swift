@@ -8,7 +8,63 @@ import PushJSON
 /// (``SQLiteMigrations``): a bad row is refused whoever writes it.
 enum PostgresMigrations {
     /// Version → its statements (one statement each: the extended protocol runs one at a time).
-    static let migrations: [(version: Int32, statements: [String])] = [(1, version1), (2, version2), (3, version3), (4, version4)]
+    static let migrations: [(version: Int32, statements: [String])] = [
+        (1, version1), (2, version2), (3, version3), (4, version4), (5, version5),
+    ]
+
+    /// Version 5 (issue 32): the delivery history, as SQLite's version 8
+    /// (``SQLiteMigrations/v8``).
+    static let version5: [String] = [
+        """
+        CREATE TABLE delivery_attempt (
+            id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            notification bigint NOT NULL,
+            subscription text   NOT NULL,
+            app          text   NOT NULL,
+            seq          bigint,
+            provider     text   NOT NULL,
+            destination  text,
+            attempt      bigint NOT NULL CHECK (attempt >= 1),
+            at           bigint NOT NULL,
+            status       integer,
+            reason       text,
+            latency_ms   bigint,
+            outcome      text   NOT NULL CHECK (outcome IN ('delivered', 'retry', 'revoked', 'dropped', 'discarded', 'paused')),
+            next_at      bigint
+        )
+        """,
+        "CREATE INDEX delivery_attempt_by_subscription ON delivery_attempt (subscription, id)",
+        "CREATE INDEX delivery_attempt_by_record ON delivery_attempt (app, seq) WHERE seq IS NOT NULL",
+        """
+        CREATE TABLE record_skip (
+            id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            app          text   NOT NULL,
+            seq          bigint NOT NULL,
+            subscription text   NOT NULL,
+            why          text   NOT NULL CHECK (why IN ('coalesced', 'denied', 'too_big', 'expired', 'revoked')),
+            at           bigint NOT NULL
+        )
+        """,
+        "CREATE INDEX record_skip_by_record ON record_skip (app, seq)",
+        """
+        CREATE TABLE discarded_notification (
+            id                  bigint  PRIMARY KEY,
+            app                 text    NOT NULL,
+            subscription_handle bigint  NOT NULL,
+            subscription_id     text    NOT NULL,
+            kind                text    NOT NULL,
+            target              text,
+            destination         text,
+            event               text    NOT NULL,
+            coalescable         boolean NOT NULL,
+            payload             bytea   NOT NULL,
+            record_seq          bigint,
+            created_at          bigint  NOT NULL,
+            discarded_at        bigint  NOT NULL
+        )
+        """,
+        "CREATE INDEX discarded_by_app ON discarded_notification (app, discarded_at)",
+    ]
 
     /// Version 4 (issue 24): the kinds `apns` and `webpush`. The tallies need no new rows: a
     /// kind's row is made by its first insert.

@@ -4,15 +4,21 @@ import PushCore
 import PushContracts
 
 extension PostgresStore: DeliveryStore {
-    public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
+    public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64, keeping: Bool) async throws -> Int {
         var count = 0
         try await run { client in
             let rows = try await client.query(
                 """
+                WITH gone AS (
                 DELETE FROM notification
                 WHERE app = \(sender.app) AND kind = \(sender.kind.rawValue) AND coalesce(destination, '') = \(sender.destination ?? "")
                   AND created_at < \(createdBefore) AND (claimed_until IS NULL OR claimed_until < \(now))
-                RETURNING id
+                RETURNING \(unescaped: Self.discardedColumns)),
+                kept AS (
+                INSERT INTO discarded_notification (\(unescaped: Self.discardedColumns), discarded_at)
+                SELECT \(unescaped: Self.discardedColumns), \(now) FROM gone WHERE \(keeping)
+                ON CONFLICT (id) DO NOTHING)
+                SELECT id FROM gone
                 """, logger: self.logger)
             for try await _ in rows { count += 1 }
         }
@@ -49,17 +55,23 @@ extension PostgresStore: DeliveryStore {
         return claimed.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
     }
 
-    public func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
-        guard !settlements.isEmpty else { return SettleResult() }
+    public func settle(_ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
+        guard !settlements.isEmpty || !attempts.isEmpty else { return SettleResult() }
         let revokes = settlements.contains { if case .revoke = $0 { true } else { false } }
+        // With attempts, the history is on: they are written with their settlements.
+        let keepsHistory = !attempts.isEmpty
         return try await transaction(writerLock: revokes) { connection in
             var result = SettleResult()
-            func holds(_ id: Int64) async throws -> (handle: Int64, coalescable: Bool)? {
-                var found: (Int64, Bool)?
+            try await Self.insertAttempts(attempts, on: connection, logger: self.logger)
+            func holds(_ id: Int64) async throws -> (handle: Int64, coalescable: Bool, app: String, subscription: String, seq: Int64?)? {
+                var found: (Int64, Bool, String, String, Int64?)?
                 for try await row in try await connection.query(
-                    "SELECT subscription_handle, coalescable FROM notification WHERE id = \(id) AND claimed_by = \(claimant) FOR UPDATE",
+                    """
+                    SELECT subscription_handle, coalescable, app, subscription_id, record_seq FROM notification
+                    WHERE id = \(id) AND claimed_by = \(claimant) FOR UPDATE
+                    """,
                     logger: self.logger
-                ).decode((Int64, Bool).self) { found = row }
+                ).decode((Int64, Bool, String, String, Int64?).self) { found = row }
                 return found
             }
             let done = settlements.compactMap { settlement -> Int64? in
@@ -107,6 +119,11 @@ extension PostgresStore: DeliveryStore {
                                 """, logger: self.logger)
                             try await connection.query("DELETE FROM notification WHERE id = \(id)", logger: self.logger)
                             result.superseded += 1
+                            if keepsHistory, let seq = held.seq {
+                                try await Self.insertSkips(
+                                    [RecordSkip(app: held.app, seq: seq, subscription: held.subscription, why: .coalesced, at: now)], on: connection,
+                                    logger: self.logger)
+                            }
                             continue
                         }
                     }
@@ -121,6 +138,7 @@ extension PostgresStore: DeliveryStore {
                         result.lost += 1
                         continue
                     }
+                    if keepsHistory { try await Self.keepDiscarded(subscription: handle, now: now, on: connection, logger: self.logger) }
                     let count =
                         try await connection.query(
                             "DELETE FROM notification WHERE subscription_handle = \(handle) RETURNING id", logger: self.logger

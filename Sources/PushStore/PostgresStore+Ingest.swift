@@ -1,4 +1,5 @@
 import Foundation
+import Logging
 import PostgresNIO
 import PushCore
 import PushContracts
@@ -23,13 +24,19 @@ extension PostgresStore: IngestStore {
     /// journal, the checkpoints, and the consumed inbox rows.
     func commit(_ batch: CommitBatch, fence: LeaseFence?) async throws -> CommitResult {
         var result = CommitResult()
-        let operations = SQLiteStore.coalescedInBatch(batch.operations, coalesced: &result.coalesced)
+        var skips = batch.skips
+        let operations = SQLiteStore.coalescedInBatch(
+            batch.operations, coalesced: &result.coalesced, skips: &skips, keepingHistory: batch.keepsHistory, now: batch.now)
         let initial = result
+        let initialSkips = skips
+        let history: HistoryWrite? = batch.keepsHistory ? HistoryWrite(now: batch.now) : nil
         // A revocation deletes a subscription: it takes the subscription writers' lock first,
         // as every writer of subscriptions does (no lock-order deadlock with the API).
         let revokes = operations.contains { if case .revoke = $0 { true } else { false } }
         return try await transaction(writerLock: revokes) { connection in
             var result = initial
+            var skips = initialSkips
+            var history = history
             if let fence { try await self.check(fence, connection) }
             // Runs of notifications go in two statements (replace the waiting ones in place,
             // insert the others in order); a revocation ends a run, as its order matters.
@@ -39,7 +46,7 @@ extension PostgresStore: IngestStore {
                 case .notify(let entry):
                     run.append(entry)
                 case .revoke(let handle, let entry, let condition):
-                    try await self.writeNotifications(run, now: batch.now, into: &result, connection)
+                    try await self.writeNotifications(run, now: batch.now, into: &result, history: &history, connection)
                     run.removeAll()
                     let deleted: Int
                     switch condition {
@@ -55,11 +62,17 @@ extension PostgresStore: IngestStore {
                     }
                     guard condition == .alreadyRemoved || deleted > 0 else { continue }
                     if condition != .alreadyRemoved { result.revoked.append(handle) }
-                    result.coalesced +=
-                        try await connection.query(
-                            "DELETE FROM notification WHERE subscription_handle = \(handle) AND coalescable AND claimed_until IS NULL RETURNING id",
-                            logger: self.logger
-                        ).collect().count
+                    let dropped = try await connection.query(
+                        """
+                        DELETE FROM notification WHERE subscription_handle = \(handle) AND coalescable AND claimed_until IS NULL
+                        RETURNING app, record_seq, subscription_id
+                        """, logger: self.logger
+                    ).decode((String, Int64?, String).self)
+                    let why: RecordSkip.Why = if case .expiredBy = condition { .expired } else { .revoked }
+                    for try await (app, seq, subscription) in dropped {
+                        result.coalesced += 1
+                        if history != nil, let seq { skips.append(RecordSkip(app: app, seq: seq, subscription: subscription, why: why, at: batch.now)) }
+                    }
                     if let entry {
                         _ = try await connection.query(Self.insertNotification(entry, now: batch.now), logger: self.logger)
                             .collect()
@@ -67,7 +80,8 @@ extension PostgresStore: IngestStore {
                     }
                 }
             }
-            try await self.writeNotifications(run, now: batch.now, into: &result, connection)
+            try await self.writeNotifications(run, now: batch.now, into: &result, history: &history, connection)
+            if let history { try await Self.insertSkips(skips + history.skips, on: connection, logger: self.logger) }
             for app in batch.journal.keys.sorted() {
                 let rows = try await connection.query(
                     "INSERT INTO tree_journal (app, records) VALUES (\(app), \(ByteBuffer(bytes: batch.journal[app]!))) RETURNING id",
@@ -107,30 +121,39 @@ extension PostgresStore: IngestStore {
     /// was coalesced). A coalescing one takes the place of its subscription's newest waiting
     /// (unclaimed) coalescable notification when there is one; the others are inserted in
     /// their order, only for subscriptions that still exist.
-    func writeNotifications(_ entries: [OutboxEntry], now: Int64, into result: inout CommitResult, _ connection: PostgresSession) async throws {
+    func writeNotifications(
+        _ entries: [OutboxEntry], now: Int64, into result: inout CommitResult, history: inout HistoryWrite?, _ connection: PostgresSession
+    ) async throws {
         if entries.isEmpty { return }
         var replaced = Set<Int64>()
         let coalescing = entries.filter(\.notification.coalesces)
         if !coalescing.isEmpty {
-            // The outer condition is checked again if a claim raced for the row.
+            // The outer condition is checked again if a claim raced for the row. `prior` is the
+            // row as it was (the record it came from, for the history).
             let rows = try await connection.query(
                 """
                 UPDATE notification SET event = u.event, payload = u.payload, record_seq = CASE WHEN u.has_seq THEN u.seq END
                 FROM unnest(\(coalescing.map(\.subscriptionHandle))::bigint[], \(coalescing.map(\.notification.rawValue))::text[],
                             \(coalescing.map { ByteBuffer(bytes: $0.payload) })::bytea[], \(coalescing.map { $0.recordSeq ?? 0 })::bigint[],
                             \(coalescing.map { $0.recordSeq != nil })::boolean[])
-                     AS u(handle, event, payload, seq, has_seq)
+                     AS u(handle, event, payload, seq, has_seq),
+                     notification prior
                 WHERE notification.id = (SELECT max(id) FROM notification
                                          WHERE subscription_handle = u.handle AND coalescable AND claimed_until IS NULL)
-                  AND notification.claimed_until IS NULL
-                RETURNING notification.subscription_handle
+                  AND notification.claimed_until IS NULL AND prior.id = notification.id
+                RETURNING notification.subscription_handle, notification.app, prior.record_seq, notification.record_seq, prior.subscription_id
                 """, logger: logger)
-            for try await handle in rows.decode(Int64.self) { replaced.insert(handle) }
+            for try await (handle, app, before, after, subscription) in rows.decode((Int64, String, Int64?, Int64?, String).self) {
+                replaced.insert(handle)
+                if history != nil, let before, before != after {
+                    history!.skips.append(RecordSkip(app: app, seq: before, subscription: subscription, why: .coalesced, at: now))
+                }
+            }
             result.coalesced += replaced.count
         }
         let inserted = replaced.isEmpty ? entries : entries.filter { !($0.notification.coalesces && replaced.contains($0.subscriptionHandle)) }
         if inserted.isEmpty { return }
-        result.queued += try await connection.query(
+        let rows = try await connection.query(
             """
             INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
                                       payload, record_seq, created_at, next_attempt_at)
@@ -146,9 +169,74 @@ extension PostgresStore: IngestStore {
                                       payload, seq, has_seq, n)
             WHERE EXISTS (SELECT 1 FROM subscription WHERE subscription.handle = e.handle)
             ORDER BY e.n
-            RETURNING id
-            """, logger: logger
-        ).collect().count
+            RETURNING subscription_handle
+            """, logger: logger)
+        var queued = Set<Int64>()
+        for try await handle in rows.decode(Int64.self) {
+            result.queued += 1
+            queued.insert(handle)
+        }
+        if history != nil {
+            // Those not queued: their subscription is gone.
+            for entry in inserted where !queued.contains(entry.subscriptionHandle) {
+                guard let seq = entry.recordSeq else { continue }
+                history!.skips.append(RecordSkip(app: entry.app, seq: seq, subscription: entry.subscriptionID, why: .revoked, at: now))
+            }
+        }
+    }
+
+    /// The history's share of a commit: the skips the store itself decides.
+    struct HistoryWrite {
+        var now: Int64
+        var skips: [RecordSkip] = []
+    }
+
+    static func insertSkips(_ skips: [RecordSkip], on connection: PostgresSession, logger: Logger) async throws {
+        guard !skips.isEmpty else { return }
+        try await connection.query(
+            """
+            INSERT INTO record_skip (app, seq, subscription, why, at)
+            SELECT * FROM unnest(\(skips.map(\.app))::text[], \(skips.map(\.seq))::bigint[], \(skips.map(\.subscription))::text[],
+                                 \(skips.map(\.why.rawValue))::text[], \(skips.map(\.at))::bigint[])
+            """, logger: logger)
+    }
+
+    static func insertAttempts(_ attempts: [DeliveryAttempt], on connection: PostgresSession, logger: Logger) async throws {
+        guard !attempts.isEmpty else { return }
+        try await connection.query(
+            """
+            INSERT INTO delivery_attempt (notification, subscription, app, seq, provider, destination, attempt, at, status, reason, latency_ms,
+                                          outcome, next_at)
+            SELECT a.notification, a.subscription, a.app, CASE WHEN a.has_seq THEN a.seq END, a.provider,
+                   CASE WHEN a.has_destination THEN a.destination END, a.attempt, a.at, CASE WHEN a.has_status THEN a.status END,
+                   CASE WHEN a.has_reason THEN a.reason END, CASE WHEN a.has_latency THEN a.latency END, a.outcome,
+                   CASE WHEN a.has_next THEN a.next END
+            FROM unnest(\(attempts.map(\.notification))::bigint[], \(attempts.map(\.subscription))::text[], \(attempts.map(\.app))::text[],
+                        \(attempts.map { $0.seq ?? 0 })::bigint[], \(attempts.map { $0.seq != nil })::boolean[], \(attempts.map(\.provider))::text[],
+                        \(attempts.map { $0.destination ?? "" })::text[], \(attempts.map { $0.destination != nil })::boolean[],
+                        \(attempts.map { Int64($0.attempt) })::bigint[], \(attempts.map(\.at))::bigint[],
+                        \(attempts.map { Int32(clamping: $0.status ?? 0) })::integer[], \(attempts.map { $0.status != nil })::boolean[],
+                        \(attempts.map { $0.reason ?? "" })::text[], \(attempts.map { $0.reason != nil })::boolean[],
+                        \(attempts.map { $0.latencyMs ?? 0 })::bigint[], \(attempts.map { $0.latencyMs != nil })::boolean[],
+                        \(attempts.map(\.outcome.rawValue))::text[], \(attempts.map { $0.nextAt ?? 0 })::bigint[], \(attempts.map { $0.nextAt != nil })::boolean[])
+                 AS a(notification, subscription, app, seq, has_seq, provider, destination, has_destination, attempt, at, status, has_status,
+                      reason, has_reason, latency, has_latency, outcome, next, has_next)
+            """, logger: logger)
+    }
+
+    /// The columns copied into `discarded_notification` (SPEC §13.3), and their source.
+    static let discardedColumns = """
+        id, app, subscription_handle, subscription_id, kind, target, destination, event, coalescable, payload, record_seq, created_at
+        """
+
+    /// Keeps a subscription's notifications for recovery before they are discarded.
+    static func keepDiscarded(subscription handle: Int64, now: Int64, on connection: PostgresSession, logger: Logger) async throws {
+        try await connection.query(
+            """
+            INSERT INTO discarded_notification (\(unescaped: discardedColumns), discarded_at)
+            SELECT \(unescaped: discardedColumns), \(now) FROM notification WHERE subscription_handle = \(handle)
+            ON CONFLICT (id) DO NOTHING
+            """, logger: logger)
     }
 
     /// Inserts a revocation's notice `entry`, created and first due at `now` (its subscription

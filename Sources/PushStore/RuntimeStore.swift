@@ -3,7 +3,7 @@ import PushJOSE
 import PushContracts
 
 /// What the service runs on: every store protocol, and what operators ask of a store.
-public protocol RuntimeStore: SubscriptionStore, ServiceKeyStore, IngestStore, DeliveryStore {
+public protocol RuntimeStore: SubscriptionStore, ServiceKeyStore, IngestStore, DeliveryStore, HistoryStore {
     /// `SQLite` or `PostgreSQL`.
     var engineName: String { get }
     /// The file or the database, without secrets.

@@ -26,6 +26,9 @@ enum SQLiteMigrations {
         migrator.registerMigration("v7 enumerations checked without IN lists") { db in
             try v7(db)
         }
+        migrator.registerMigration("v8 delivery history: attempts, skips, discarded notifications") { db in
+            try db.execute(sql: v8)
+        }
         return migrator
     }
 
@@ -468,5 +471,62 @@ extension SQLiteMigrations {
             CHECK ((kind = 'webhook') = (destination IS NOT NULL)),
             CHECK (kind = 'webhook' OR target IS NOT NULL)
         ) STRICT
+        """
+
+    /// Version 8: the delivery history (SPEC §13.2).
+    ///
+    /// - `delivery_attempt`: every attempt, written with its settlement; read by subscription
+    ///   (newest first) and by record. Pruned oldest first (by id) past its age or row bounds.
+    /// - `record_skip`: the subscriptions a record concerned that got nothing, and why.
+    /// - `discarded_notification`: notifications discarded after the retry window, kept (with
+    ///   their payload, never shown) so that an operator can queue them again (`recover`).
+    static let v8 = """
+        CREATE TABLE delivery_attempt (
+            id           INTEGER PRIMARY KEY AUTOINCREMENT,
+            notification INTEGER NOT NULL,
+            subscription TEXT    NOT NULL,
+            app          TEXT    NOT NULL,
+            seq          INTEGER,
+            provider     TEXT    NOT NULL,
+            destination  TEXT,
+            attempt      INTEGER NOT NULL CHECK (attempt >= 1),
+            at           INTEGER NOT NULL,
+            status       INTEGER,
+            reason       TEXT,
+            latency_ms   INTEGER,
+            outcome      TEXT    NOT NULL CHECK (outcome = 'delivered' OR outcome = 'retry' OR outcome = 'revoked'
+                                                 OR outcome = 'dropped' OR outcome = 'discarded' OR outcome = 'paused'),
+            next_at      INTEGER
+        ) STRICT;
+        CREATE INDEX delivery_attempt_by_subscription ON delivery_attempt (subscription, id);
+        CREATE INDEX delivery_attempt_by_record ON delivery_attempt (app, seq) WHERE seq IS NOT NULL;
+
+        CREATE TABLE record_skip (
+            id           INTEGER PRIMARY KEY AUTOINCREMENT,
+            app          TEXT    NOT NULL,
+            seq          INTEGER NOT NULL,
+            subscription TEXT    NOT NULL,
+            why          TEXT    NOT NULL CHECK (why = 'coalesced' OR why = 'denied' OR why = 'too_big' OR why = 'expired'
+                                                 OR why = 'revoked'),
+            at           INTEGER NOT NULL
+        ) STRICT;
+        CREATE INDEX record_skip_by_record ON record_skip (app, seq);
+
+        CREATE TABLE discarded_notification (
+            id                  INTEGER PRIMARY KEY,
+            app                 TEXT    NOT NULL,
+            subscription_handle INTEGER NOT NULL,
+            subscription_id     TEXT    NOT NULL,
+            kind                TEXT    NOT NULL,
+            target              TEXT,
+            destination         TEXT,
+            event               TEXT    NOT NULL,
+            coalescable         INTEGER NOT NULL,
+            payload             BLOB    NOT NULL,
+            record_seq          INTEGER,
+            created_at          INTEGER NOT NULL,
+            discarded_at        INTEGER NOT NULL
+        ) STRICT;
+        CREATE INDEX discarded_by_app ON discarded_notification (app, discarded_at);
         """
 }

@@ -22,17 +22,31 @@ extension SQLiteStore: DeliveryStore {
     /// bounded.
     static let cachedExclusions = 4
 
-    public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
+    public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64, keeping: Bool) async throws -> Int {
         try await write { db in
-            try db.execute(
-                sql: """
-                    DELETE FROM notification
-                    WHERE app = ? AND kind = ? AND coalesce(destination, '') = ? AND created_at < ?
-                      AND (claimed_until IS NULL OR claimed_until < ?)
-                    """,
-                arguments: [sender.app, sender.kind.rawValue, sender.destination ?? "", createdBefore, now])
+            let condition = """
+                app = ? AND kind = ? AND coalesce(destination, '') = ? AND created_at < ?
+                AND (claimed_until IS NULL OR claimed_until < ?)
+                """
+            let arguments: StatementArguments = [sender.app, sender.kind.rawValue, sender.destination ?? "", createdBefore, now]
+            if keeping { try Self.keepDiscarded(db, where: condition, arguments: arguments, now: now) }
+            try db.execute(sql: "DELETE FROM notification WHERE " + condition, arguments: arguments)
             return db.changesCount
         }
+    }
+
+    /// Copies the notifications `condition` selects into `discarded_notification`, where
+    /// `recover` finds them (SPEC §13.3).
+    static func keepDiscarded(_ db: Database, where condition: String, arguments: StatementArguments, now: Int64) throws {
+        try db.execute(
+            sql: """
+                INSERT OR REPLACE INTO discarded_notification (id, app, subscription_handle, subscription_id, kind, target, destination, event,
+                                                               coalescable, payload, record_seq, created_at, discarded_at)
+                SELECT id, app, subscription_handle, subscription_id, kind, target, destination, event, coalescable, payload, record_seq,
+                       created_at, \(now)
+                FROM notification WHERE \(condition)
+                """,
+            arguments: arguments)
     }
 
     public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws
@@ -89,23 +103,31 @@ extension SQLiteStore: DeliveryStore {
         return claimed.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
     }
 
-    public func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
-        guard !settlements.isEmpty else { return SettleResult() }
-        return try await write { db in try Self.settle(db, settlements, claimant: claimant, now: now) }
+    public func settle(_ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
+        guard !settlements.isEmpty || !attempts.isEmpty else { return SettleResult() }
+        return try await write { db in try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: now) }
     }
 
     /// The settlements, then the claim and its next due time, in one transaction.
     public func settleAndClaimDue(
-        _ settlements: [Settlement], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64, excluding: Set<SenderKey>
+        _ settlements: [Settlement], attempts: [DeliveryAttempt], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64,
+        excluding: Set<SenderKey>
     ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
         try await write { db in
-            let result = settlements.isEmpty ? SettleResult() : try Self.settle(db, settlements, claimant: claimant, now: settledAt)
+            let result =
+                settlements.isEmpty && attempts.isEmpty
+                ? SettleResult() : try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: settledAt)
             return (result, .success(try Self.claimDue(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)))
         }
     }
 
-    static func settle(_ db: Database, _ settlements: [Settlement], claimant: String, now: Int64) throws -> SettleResult {
+    static func settle(_ db: Database, _ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64) throws
+        -> SettleResult
+    {
         var result = SettleResult()
+        // With attempts, the history is on: they are written with their settlements.
+        let keepsHistory = !attempts.isEmpty
+        if keepsHistory { try insertAttempts(db, attempts) }
         let schedule = try RawStatement(
             db,
             """
@@ -120,7 +142,8 @@ extension SQLiteStore: DeliveryStore {
         let settled = try RawStatement(db, "DELETE FROM notification WHERE id = ? AND claimed_by = ?")
         func holds(_ id: Int64) throws -> Row? {
             try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT subscription_handle, coalescable FROM notification WHERE id = ? AND claimed_by = ?"),
+                db.cachedStatement(
+                    sql: "SELECT subscription_handle, coalescable, app, subscription_id, record_seq FROM notification WHERE id = ? AND claimed_by = ?"),
                 arguments: [id, claimant])
         }
         for settlement in settlements {
@@ -163,6 +186,9 @@ extension SQLiteStore: DeliveryStore {
                     ).execute(arguments: [next, first, attempts, newer])
                     try db.cachedStatement(sql: "DELETE FROM notification WHERE id = ?").execute(arguments: [id])
                     result.superseded += 1
+                    if keepsHistory, let seq: Int64 = row["record_seq"] {
+                        try insertSkips(db, [RecordSkip(app: row["app"], seq: seq, subscription: row["subscription_id"], why: .coalesced, at: now)])
+                    }
                     continue
                 }
                 try schedule.run { binder in
@@ -177,6 +203,7 @@ extension SQLiteStore: DeliveryStore {
                     result.lost += 1
                     continue
                 }
+                if keepsHistory { try keepDiscarded(db, where: "subscription_handle = ?", arguments: [handle], now: now) }
                 let count = try dropSubscription.run { try $0.bind(handle) }
                 result.discarded += count
                 result.discardedWith[id] = count
@@ -232,6 +259,49 @@ extension SQLiteStore: DeliveryStore {
                 try db.execute(sql: "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE claimed_by IS NOT NULL")
             }
             return db.changesCount
+        }
+    }
+
+    /// Writes attempts into the history.
+    static func insertAttempts(_ db: Database, _ attempts: [DeliveryAttempt]) throws {
+        let insert = try RawStatement(
+            db,
+            """
+            INSERT INTO delivery_attempt (notification, subscription, app, seq, provider, destination, attempt, at, status, reason, latency_ms,
+                                          outcome, next_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        for attempt in attempts {
+            _ = try insert.run { binder in
+                try binder.bind(attempt.notification)
+                try binder.bind(attempt.subscription)
+                try binder.bind(attempt.app)
+                try binder.bind(attempt.seq)
+                try binder.bind(attempt.provider)
+                try binder.bind(attempt.destination)
+                try binder.bind(Int64(attempt.attempt))
+                try binder.bind(attempt.at)
+                try binder.bind(attempt.status.map(Int64.init))
+                try binder.bind(attempt.reason)
+                try binder.bind(attempt.latencyMs)
+                try binder.bind(attempt.outcome.rawValue)
+                try binder.bind(attempt.nextAt)
+            }
+        }
+    }
+
+    /// Writes skips into the history.
+    static func insertSkips(_ db: Database, _ skips: [RecordSkip]) throws {
+        guard !skips.isEmpty else { return }
+        let insert = try RawStatement(db, "INSERT INTO record_skip (app, seq, subscription, why, at) VALUES (?, ?, ?, ?, ?)")
+        for skip in skips {
+            _ = try insert.run { binder in
+                try binder.bind(skip.app)
+                try binder.bind(skip.seq)
+                try binder.bind(skip.subscription)
+                try binder.bind(skip.why.rawValue)
+                try binder.bind(skip.at)
+            }
         }
     }
 }

@@ -9,10 +9,15 @@ extension SQLiteStore: IngestStore {
 
     public func commit(_ batch: CommitBatch) async throws -> CommitResult {
         var result = CommitResult()
-        let operations = Self.coalescedInBatch(batch.operations, coalesced: &result.coalesced)
+        var batchSkips = batch.skips
+        let operations = Self.coalescedInBatch(
+            batch.operations, coalesced: &result.coalesced, skips: &batchSkips, keepingHistory: batch.keepsHistory, now: batch.now)
         let initial = result
+        let initialSkips = batchSkips
+        let keepsHistory = batch.keepsHistory
         return try await write { db in
             var result = initial
+            var skips = initialSkips
             // A value/noData notification replaces the content of its subscription's waiting one
             // in place: the row keeps its place, creation time and retry schedule (a
             // subscription that is backing off stays so), and no index changes.
@@ -25,6 +30,18 @@ extension SQLiteStore: IngestStore {
                 """)
             let dropWaiting = try RawStatement(
                 db, "DELETE FROM notification WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL")
+            // With the history on: the record a waiting notification came from, before it is
+            // replaced or dropped.
+            func waiting(_ handle: Int64) throws -> [(app: String, seq: Int64, subscription: String)] {
+                try Row.fetchAll(
+                    db.cachedStatement(
+                        sql: """
+                            SELECT app, record_seq, subscription_id FROM notification
+                            WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL AND record_seq IS NOT NULL
+                            ORDER BY id DESC
+                            """), arguments: [handle]
+                ).map { ($0[0], $0[1], $0[2]) }
+            }
             let insertIfSubscribed = try RawStatement(
                 db, Self.insertNotificationSQL + " SELECT \(Self.notificationMarks) WHERE EXISTS (SELECT 1 FROM subscription WHERE handle = ?)")
             let insert = try RawStatement(db, Self.insertNotificationSQL + " VALUES (\(Self.notificationMarks))")
@@ -35,6 +52,7 @@ extension SQLiteStore: IngestStore {
                 switch operation {
                 case .notify(let entry):
                     if entry.notification.coalesces {
+                        let earlier = keepsHistory ? try waiting(entry.subscriptionHandle).first : nil
                         let replaced = try replaceWaiting.run(pinning: entry.payload) { binder in
                             try binder.bind(entry.notification.rawValue)
                             try binder.bindPinned()
@@ -43,12 +61,19 @@ extension SQLiteStore: IngestStore {
                         }
                         if replaced > 0 {
                             result.coalesced += replaced
+                            if let earlier, earlier.seq != entry.recordSeq {
+                                skips.append(RecordSkip(app: entry.app, seq: earlier.seq, subscription: earlier.subscription, why: .coalesced, at: batch.now))
+                            }
                             continue
                         }
                     }
-                    result.queued += try insertIfSubscribed.run(pinning: entry.payload) { binder in
+                    let queued = try insertIfSubscribed.run(pinning: entry.payload) { binder in
                         try bindRow(&binder, entry)
                         try binder.bind(entry.subscriptionHandle)
+                    }
+                    result.queued += queued
+                    if queued == 0, keepsHistory, let seq = entry.recordSeq {
+                        skips.append(RecordSkip(app: entry.app, seq: seq, subscription: entry.subscriptionID, why: .revoked, at: batch.now))
                     }
                 case .revoke(let handle, let entry, let condition):
                     switch condition {
@@ -61,6 +86,12 @@ extension SQLiteStore: IngestStore {
                     }
                     guard condition == .alreadyRemoved || db.changesCount > 0 else { continue }
                     if condition != .alreadyRemoved { result.revoked.append(handle) }
+                    if keepsHistory {
+                        let why: RecordSkip.Why = if case .expiredBy = condition { .expired } else { .revoked }
+                        for dropped in try waiting(handle) {
+                            skips.append(RecordSkip(app: dropped.app, seq: dropped.seq, subscription: dropped.subscription, why: why, at: batch.now))
+                        }
+                    }
                     result.coalesced += try dropWaiting.run { try $0.bind(handle) }
                     if let entry {
                         try insert.run(pinning: entry.payload) { try bindRow(&$0, entry) }
@@ -88,6 +119,7 @@ extension SQLiteStore: IngestStore {
             for sequence in batch.legacyProcessed {
                 try db.cachedStatement(sql: "DELETE FROM outbox WHERE sequence = ?").execute(arguments: [sequence])
             }
+            if keepsHistory { try Self.insertSkips(db, skips) }
             return result
         }
     }
@@ -122,13 +154,21 @@ extension SQLiteStore: IngestStore {
     /// dropped (counted in `coalesced`). So the outbox is the same however records were
     /// batched. A revocation between the two drops the merged one as it would have dropped
     /// the first.
-    static func coalescedInBatch(_ operations: [OutboxOperation], coalesced: inout Int) -> [OutboxOperation] {
+    ///
+    /// `skips`, when `keepingHistory`: the records whose notification was merged into a later
+    /// one's, noted `coalesced` at `now`.
+    static func coalescedInBatch(
+        _ operations: [OutboxOperation], coalesced: inout Int, skips: inout [RecordSkip], keepingHistory: Bool, now: Int64
+    ) -> [OutboxOperation] {
         var first: [Int64: Int] = [:]
         var merged: [OutboxOperation] = []
         merged.reserveCapacity(operations.count)
         for operation in operations {
             if case .notify(let entry) = operation, entry.notification.coalesces {
                 if let earlier = first[entry.subscriptionHandle] {
+                    if keepingHistory, case .notify(let replaced) = merged[earlier], let seq = replaced.recordSeq, seq != entry.recordSeq {
+                        skips.append(RecordSkip(app: replaced.app, seq: seq, subscription: replaced.subscriptionID, why: .coalesced, at: now))
+                    }
                     merged[earlier] = operation
                     coalesced += 1
                     continue

@@ -47,7 +47,7 @@ struct ClassifierTests {
 
     @Test("FCM: the success names the message; the quota answer carries Retry-After")
     func fcmDetails() {
-        #expect(AnswerClassifier.fcm(answer("fcm-success"), now: Self.now) == .delivered(reference: "projects/my-proj/messages/0:1500415314455276%31bd1c9631bd1c96"))
+        #expect(AnswerClassifier.fcm(answer("fcm-success"), now: Self.now) == .delivered(reference: "projects/my-proj/messages/0:1500415314455276%31bd1c9631bd1c96", status: 200))
         guard case .retry(_, let retryAfter, true) = AnswerClassifier.fcm(answer("fcm-quota-exceeded"), now: Self.now) else {
             Issue.record("not a slow-down")
             return

@@ -189,10 +189,10 @@ final class SettlementsFailing: DeliveryStore {
         try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
     }
 
-    func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
+    func settle(_ settlements: [Settlement], attempts history: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
         attempts.withLock { $0 += 1 }
         if failing.withLock({ $0 }) { throw StoreError.unavailable("the test's database is away") }
-        return try await store.settle(settlements, claimant: claimant, now: now)
+        return try await store.settle(settlements, attempts: history, claimant: claimant, now: now)
     }
 
     func nextDue(excluding: Set<SenderKey>) async throws -> Int64? { try await store.nextDue(excluding: excluding) }
@@ -201,8 +201,8 @@ final class SettlementsFailing: DeliveryStore {
 
     func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int { try await store.releaseClaims(claimant: claimant, keeping: keeping) }
 
-    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
-        try await store.discardWaiting(for: sender, createdBefore: createdBefore, now: now)
+    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64, keeping: Bool) async throws -> Int {
+        try await store.discardWaiting(for: sender, createdBefore: createdBefore, now: now, keeping: keeping)
     }
 }
 
@@ -228,8 +228,8 @@ final class FirstClaimAnswerLost: DeliveryStore {
         return claimed
     }
 
-    func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
-        try await store.settle(settlements, claimant: claimant, now: now)
+    func settle(_ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
+        try await store.settle(settlements, attempts: attempts, claimant: claimant, now: now)
     }
 
     /// With `failNextDue`, the first read of the next due time after a claim fails.
@@ -244,8 +244,8 @@ final class FirstClaimAnswerLost: DeliveryStore {
 
     func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int { try await store.releaseClaims(claimant: claimant, keeping: keeping) }
 
-    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
-        try await store.discardWaiting(for: sender, createdBefore: createdBefore, now: now)
+    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64, keeping: Bool) async throws -> Int {
+        try await store.discardWaiting(for: sender, createdBefore: createdBefore, now: now, keeping: keeping)
     }
 }
 

@@ -11,7 +11,7 @@ import Testing
 /// SQLite in a temporary folder, and PostgreSQL (a database of its own on the test cluster of
 /// ``PostgresTestServer``) for what the PostgreSQL store implements so far: subscriptions, the
 /// change log and service keys.
-typealias FullStore = SubscriptionStore & ServiceKeyStore & IngestStore & DeliveryStore
+typealias FullStore = SubscriptionStore & ServiceKeyStore & IngestStore & DeliveryStore & HistoryStore
 
 enum StoreKind: String, CaseIterable, CustomTestStringConvertible {
     case sqlite

@@ -144,7 +144,7 @@ struct TallyContractTests {
             }
         }
         let store = try SQLiteStore(path: path)
-        #expect(try await store.schemaVersion() == 7)
+        #expect(try await store.schemaVersion() == 8)
         #expect(try await store.countByKind() == [.fcm: 5])
         #expect(try await store.outboxDepth().count == 5)
     }

@@ -14,6 +14,13 @@ public struct CommitBatch: Sendable {
     public var legacyProcessed: [Int64] = []
     /// Milliseconds since the epoch: the notifications' creation and first due time.
     public var now: Int64
+    /// Whether the delivery history is kept (SPEC §13.2): the store then notes the skips it
+    /// decides itself (a notification coalesced into a later one across batches, dropped by a
+    /// revocation, or for a subscription gone), beside ``skips``.
+    public var keepsHistory = false
+    /// Subscriptions the batch's records concerned that get nothing from them (the engine's
+    /// part: denied by the rules, too big, revoked by the record, coalesced within the batch).
+    public var skips: [RecordSkip] = []
 
     public init(now: Int64) {
         self.now = now

@@ -77,9 +77,11 @@ public protocol DeliveryStore: Sendable {
     /// (paused, slowed down) are skipped. Ordered by due time.
     func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification]
 
-    /// Applies settlements of notifications this claimant holds, in one transaction. `now`
-    /// (milliseconds) dates the revoke notifications queued.
-    func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult
+    /// Applies settlements of notifications this claimant holds, in one transaction, with
+    /// `attempts` into the delivery history (SPEC §13.2). `now` (milliseconds) dates the revoke
+    /// notifications queued. With attempts given, the history is on: a discarded notification
+    /// is kept for recovery and one that gives way to a newer one is noted `coalesced`.
+    func settle(_ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult
 
     /// The earliest due time of a notification `claim` could take (an unclaimed oldest one of
     /// its subscription), senders in `excluding` left out; `nil` when none waits.
@@ -97,18 +99,20 @@ public protocol DeliveryStore: Sendable {
     func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int
 
     /// Deletes the notifications of `sender` created before `createdBefore` that nobody holds a
-    /// live claim on at `now` (a paused sender's, past the retry window): how many.
-    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int
+    /// live claim on at `now` (a paused sender's, past the retry window): how many. `keeping`:
+    /// they are kept for recovery (the history is on).
+    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64, keeping: Bool) async throws -> Int
     /// ``claim(now:limit:claimant:leaseUntil:excluding:)``, then, when fewer than `limit` were
     /// due, ``nextDue(excluding:)``: one round trip where the store can (SQLite: one
     /// transaction), two otherwise (the default).
     func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch
-    /// ``settle(_:claimant:now:)`` (dated `settledAt`), then
+    /// ``settle(_:attempts:claimant:now:)`` (dated `settledAt`), then
     /// ``claimDue(now:limit:claimant:leaseUntil:excluding:)``: one round trip where the store can
     /// (SQLite: one transaction, undone as a whole if any part fails), two otherwise. Throws when
     /// the settlements were not stored; the claim's own failure is in its result.
     func settleAndClaimDue(
-        _ settlements: [Settlement], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64, excluding: Set<SenderKey>
+        _ settlements: [Settlement], attempts: [DeliveryAttempt], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64,
+        excluding: Set<SenderKey>
     ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>)
 }
 
@@ -136,10 +140,29 @@ public struct ClaimedBatch: Sendable, Equatable {
 }
 
 extension DeliveryStore {
+    /// Settles without history.
+    public func settle(_ settlements: [Settlement], claimant: String, now: Int64) async throws -> SettleResult {
+        try await settle(settlements, attempts: [], claimant: claimant, now: now)
+    }
+
+    /// Discards without keeping.
+    public func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64) async throws -> Int {
+        try await discardWaiting(for: sender, createdBefore: createdBefore, now: now, keeping: false)
+    }
+
+    /// Settles without history, then claims.
     public func settleAndClaimDue(
         _ settlements: [Settlement], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64, excluding: Set<SenderKey>
     ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
-        let result = try await settle(settlements, claimant: claimant, now: settledAt)
+        try await settleAndClaimDue(
+            settlements, attempts: [], settledAt: settledAt, claimant: claimant, now: now, limit: limit, leaseUntil: leaseUntil, excluding: excluding)
+    }
+
+    public func settleAndClaimDue(
+        _ settlements: [Settlement], attempts: [DeliveryAttempt], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64,
+        excluding: Set<SenderKey>
+    ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
+        let result = try await settle(settlements, attempts: attempts, claimant: claimant, now: settledAt)
         do {
             return (result, .success(try await claimDue(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)))
         } catch {

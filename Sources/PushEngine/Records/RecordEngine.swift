@@ -17,9 +17,13 @@ public struct RecordEngine: Sendable {
         /// A snapshot of an application's tree is due once this many bytes of its records were
         /// journalled since the last one. Default 64 MiB.
         public var snapshotAfterBytes: Int
+        /// Whether the delivery history is kept (SPEC §13.2): the batches then carry the
+        /// subscriptions their records concerned that get nothing, and why.
+        public var keepsHistory: Bool
 
-        public init(snapshotAfterBytes: Int = 64 << 20) {
+        public init(snapshotAfterBytes: Int = 64 << 20, keepsHistory: Bool = false) {
             self.snapshotAfterBytes = snapshotAfterBytes
+            self.keepsHistory = keepsHistory
         }
     }
 
@@ -80,6 +84,7 @@ public struct RecordEngine: Sendable {
     ) async throws -> PreparedBatch {
         var prepared = PreparedBatch(batch: CommitBatch(now: now), intake: lines)
         prepared.batch.checkpoints = lines.checkpoints
+        prepared.batch.keepsHistory = configuration.keepsHistory
         var overlay = committing.isEmpty ? IndexOverlay() : IndexOverlay(after: committing)
         try await admit(admitting, into: &prepared, overlay: &overlay, now: now)
         // The records are applied in order; the notices of the batch's writes are resolved
@@ -160,6 +165,10 @@ public struct RecordEngine: Sendable {
         }
         let handle = notice.subscription.handle ?? 0
         if notice.revokes {
+            if configuration.keepsHistory, let seq, case .revoke(let reason) = notice.event.body {
+                prepared.batch.skips.append(
+                    RecordSkip(app: notice.subscription.app, seq: seq, subscription: notice.subscription.id, why: RecordSkip.Why(revocation: reason), at: prepared.batch.now))
+            }
             prepared.batch.operations.append(.revoke(handle: handle, notification: entry, condition: .exists))
         } else if let entry {
             prepared.batch.operations.append(.notify(entry))

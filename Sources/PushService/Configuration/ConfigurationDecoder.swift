@@ -1,4 +1,5 @@
 import Foundation
+import PushContracts
 import PushCore
 import PushJSON
 import PushDelivery
@@ -143,6 +144,15 @@ struct ConfigurationDecoder {
         }
         var configuration = ServiceConfiguration(
             store: store, ingest: ingest, http: http, delivery: delivery, expiry: expiry, apps: apps, baseDirectory: baseDirectory)
+        let history = root.section("operations").section("history")
+        // `0` (or `0s`) turns the history off: the number is accepted as a duration there.
+        let maxAge: Duration? =
+            if case .int(0) = history.value("maxAge") { .zero } else {
+                history.duration("maxAge", range: .zero ... .seconds(366 * 86_400), why: "0 (off) to 366d")
+            }
+        configuration.operations.history = HistoryLimits(
+            maxAge: (maxAge ?? .seconds(7 * 86_400)).wholeMilliseconds,
+            maxRows: Int(history.integer("maxRows", range: 0...1_000_000_000, expected: "0 (off) to 1000000000") ?? 1_000_000))
         let instanceSection = root.section("instance")
         if let name = instanceSection.string("name") {
             if name.utf8.count > 64 || name.isEmpty || !name.unicodeScalars.allSatisfy({ $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || "._-".unicodeScalars.contains($0)) }) {

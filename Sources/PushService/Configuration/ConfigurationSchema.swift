@@ -29,6 +29,7 @@ indirect enum ConfigurationSchema: Sendable {
             "connectionsPerHost": .leaf(.integer), "idleTimeout": .leaf(.duration), "maximumOrigins": .leaf(.integer),
         ]),
         "expiry": .object(["interval": .leaf(.duration)]),
+        "operations": .object(["history": .object(["maxAge": .leaf(.duration), "maxRows": .leaf(.integer)])]),
         "instance": .object(["name": .leaf(.string), "mode": .leaf(.string), "shutdownTimeout": .leaf(.duration)]),
         "apps": .names(.object([
             "auth": .object([

@@ -1,4 +1,5 @@
 import Foundation
+import PushContracts
 import PushCore
 import PushHTTP
 import PushIngest
@@ -113,8 +114,17 @@ public struct ServiceConfiguration: Sendable {
         public var interval: Duration
     }
 
+    /// `operations`: what the operator's view keeps (SPEC §13).
+    public struct Operations: Sendable, Equatable {
+        /// `operations.history.maxAge` (default 7d) and `operations.history.maxRows` (default
+        /// 1,000,000): how long and how much delivery history is kept; `0` for either turns it
+        /// off.
+        public var history = HistoryLimits()
+    }
+
     public var store: Store
     public var ingest: Ingest
+    public var operations = Operations()
     public var http: HTTP
     public var delivery: Delivery
     public var expiry: Expiry

@@ -19,6 +19,8 @@ struct APIServer {
     let clock: any ServiceClock
     let jwks: JSON
     let operations: Operations
+    /// What the operations API under `/ops/v1` acts on.
+    let console: OperationsConsole
     /// `http.operationsToken`: required of `/metrics` and `/status` when set.
     let operationsToken: Secret?
     /// Learns the port listened on (shared instances publish it).
@@ -31,9 +33,10 @@ struct APIServer {
         let api = SubscriptionAPI(
             store: store, applications: applications, clock: clock, index: index, jwks: jwks, readiness: operations, logger: logger)
         let router = api.router()
-        OperationsRoutes(
-            report: operations, token: operationsToken?.value, host: configuration.http.host, loopback: configuration.http.isLoopback
-        ).add(to: router)
+        let gate = OperationsRoutes(
+            report: operations, token: operationsToken?.value, host: configuration.http.host, loopback: configuration.http.isLoopback)
+        gate.add(to: router)
+        OperationsAPI(control: console, gate: gate).add(to: router)
         let (logger, address, http, onListening) = (self.logger, self.address, configuration.http, self.onListening)
         return Application(
             router: router,

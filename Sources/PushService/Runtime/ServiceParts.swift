@@ -32,7 +32,8 @@ struct ServiceParts: Sendable {
     var settings: [String: PipelineSettings] { applications.mapValues(\.settings) }
 
     var engineConfiguration: RecordEngine.Configuration {
-        RecordEngine.Configuration(snapshotAfterBytes: tuning.snapshotAfterBytes ?? configuration.ingest.snapshotAfter)
+        RecordEngine.Configuration(
+            snapshotAfterBytes: tuning.snapshotAfterBytes ?? configuration.ingest.snapshotAfter, keepsHistory: configuration.operations.history.isOn)
     }
 }
 

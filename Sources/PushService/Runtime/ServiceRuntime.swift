@@ -77,7 +77,8 @@ public struct ServiceRuntime: Sendable {
         // The senders hold the HTTP clients: they are shut down however the run ends.
         func serve() async throws {
             let dispatcher = Dispatcher(
-                store: store, senders: senders.table, configuration: configuration.delivery.dispatcher(claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart),
+                store: store, senders: senders.table, configuration: configuration.delivery.dispatcher(
+                    claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart, keepsHistory: configuration.operations.history.isOn),
                 notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries, logger: logger)
             let stored = try await store.checkpoints()
             let trees = deployment.treeView(clock: clock)
@@ -99,13 +100,17 @@ public struct ServiceRuntime: Sendable {
             let syncer = IndexSyncer(registry: registry, logger: logger)
             let probe = StoreProbe(store: store, health: observability.storeHealth)
             let sources = Self.sources(configuration, parts: parts, deployment: deployment, readiness: observability)
+            let pruner = HistoryPruner(store: store, limits: configuration.operations.history, clock: clock, logger: logger)
+            let operations = Operations(
+                instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,
+                ingest: ingestCounters, cluster: processing.cluster)
+            let console = OperationsConsole(
+                store: store, dispatcher: dispatcher, operations: operations, rules: applications.mapValues(\.readRules), trees: trees, clock: clock)
             let server = APIServer(
                 configuration: configuration, applications: applications.mapValues { $0.api(trees: trees, clock: clock) }, store: store,
                 index: registry, clock: clock,
                 jwks: Self.publishedKeys(serviceKeys: serviceKeys, applications: applications),
-                operations: Operations(
-                    instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,
-                    ingest: ingestCounters, cluster: processing.cluster),
+                operations: operations, console: console,
                 operationsToken: configuration.http.operationsToken, address: parts.address, limits: tuning.connectionLimits, onListening: onListening, logger: logger
             ).application()
 
@@ -117,7 +122,7 @@ public struct ServiceRuntime: Sendable {
             var services: [any Service] = processing.lifetime
             if configuration.delivery.enabled { services.append(dispatcher) }
             services += processing.records
-            services += [sweeper, follower, syncer, probe] as [any Service]
+            services += [sweeper, follower, syncer, probe, pruner] as [any Service]
             services += processing.intake
             services += sources
             services.append(server)

@@ -1,0 +1,159 @@
+import GRDB
+import PushContracts
+import PushCore
+
+extension SQLiteStore: HistoryStore {
+    static let attemptColumns = """
+        id, notification, subscription, app, seq, provider, destination, attempt, at, status, reason, latency_ms, outcome, next_at
+        """
+
+    static func attempt(_ row: Row) throws -> DeliveryAttempt {
+        guard let outcome = DeliveryAttempt.Outcome(rawValue: row["outcome"]) else { throw StoreError.corrupt("a delivery attempt has an unknown outcome") }
+        let attempt: Int64 = row["attempt"]
+        let status: Int64? = row["status"]
+        return DeliveryAttempt(
+            notification: row["notification"], subscription: row["subscription"], app: row["app"], seq: row["seq"], provider: row["provider"],
+            destination: row["destination"], attempt: Int(clamping: attempt), at: row["at"], status: status.map { Int(clamping: $0) },
+            reason: row["reason"], latencyMs: row["latency_ms"], outcome: outcome, nextAt: row["next_at"])
+    }
+
+    public func attempts(app: String, subscription: String, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeliveryAttempt> {
+        let limit = max(1, limit)
+        return try await read { db in
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.attemptColumns) FROM delivery_attempt
+                    WHERE subscription = ? AND app = ? AND id < ? ORDER BY id DESC LIMIT ?
+                    """, arguments: [subscription, app, cursor ?? Int64.max, limit + 1])
+            let items = try rows.prefix(limit).map(Self.attempt)
+            return HistoryPage(items: items, nextCursor: rows.count > limit ? rows[limit - 1]["id"] : nil)
+        }
+    }
+
+    public func fate(app: String, seq: Int64) async throws -> RecordFate {
+        try await read { db in
+            var notifications: [Int64: RecordNotification] = [:]
+            for row in try Row.fetchAll(db, sql: "SELECT id, subscription_id, event FROM notification WHERE app = ? AND record_seq = ?", arguments: [app, seq]) {
+                notifications[row["id"]] = RecordNotification(notification: row["id"], subscription: row["subscription_id"], kind: row["event"], state: .waiting, attempts: [])
+            }
+            for row in try Row.fetchAll(
+                db, sql: "SELECT id, subscription_id, event FROM discarded_notification WHERE app = ? AND record_seq = ?", arguments: [app, seq])
+            {
+                notifications[row["id"]] = RecordNotification(
+                    notification: row["id"], subscription: row["subscription_id"], kind: row["event"], state: .discarded, attempts: [])
+            }
+            for row in try Row.fetchAll(
+                db, sql: "SELECT \(Self.attemptColumns) FROM delivery_attempt WHERE app = ? AND seq = ? ORDER BY id DESC", arguments: [app, seq])
+            {
+                let attempt = try Self.attempt(row)
+                notifications[attempt.notification, default: RecordNotification(
+                    notification: attempt.notification, subscription: attempt.subscription, kind: nil, state: .settled, attempts: [])
+                ].attempts.append(attempt)
+            }
+            let skips = try Row.fetchAll(db, sql: "SELECT app, seq, subscription, why, at FROM record_skip WHERE app = ? AND seq = ? ORDER BY id", arguments: [app, seq])
+                .map { row -> RecordSkip in
+                    guard let why = RecordSkip.Why(rawValue: row["why"]) else { throw StoreError.corrupt("a record skip has an unknown reason") }
+                    return RecordSkip(app: row["app"], seq: row["seq"], subscription: row["subscription"], why: why, at: row["at"])
+                }
+            return RecordFate(notifications: notifications.values.sorted { $0.notification < $1.notification }, nothing: skips)
+        }
+    }
+
+    public func subscriptions(matching query: SubscriptionQuery, cursor: Int64?, limit: Int) async throws -> HistoryPage<SubscriptionFound> {
+        let limit = max(1, limit)
+        return try await read { db in
+            var conditions = ["handle > ?"]
+            var arguments: StatementArguments = [cursor ?? 0]
+            if let app = query.app {
+                conditions.append("app = ?")
+                _ = arguments.append(contentsOf: [app])
+            }
+            if let uid = query.uid {
+                conditions.append("uid = ?")
+                _ = arguments.append(contentsOf: [uid])
+            }
+            if let path = query.path {
+                conditions.append("path = ?")
+                _ = arguments.append(contentsOf: [path])
+            }
+            if let token = query.token {
+                conditions.append("context = ?")
+                _ = arguments.append(contentsOf: [token])
+            }
+            _ = arguments.append(contentsOf: [limit + 1])
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT * FROM subscription WHERE \(conditions.joined(separator: " AND ")) ORDER BY handle LIMIT ?", arguments: arguments)
+            var found: [SubscriptionFound] = []
+            for row in rows.prefix(limit) {
+                let subscription = try Self.subscription(row)
+                let last = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT \(Self.attemptColumns) FROM delivery_attempt WHERE subscription = ? ORDER BY id DESC LIMIT 1"),
+                    arguments: [subscription.id]
+                ).map(Self.attempt)
+                found.append(SubscriptionFound(subscription: subscription, lastAttempt: last))
+            }
+            return HistoryPage(items: found, nextCursor: rows.count > limit ? rows[limit - 1]["handle"] : nil)
+        }
+    }
+
+    public func recover(_ filter: RecoveryFilter, now: Int64) async throws -> Int {
+        try await write { db in
+            let selection = """
+                FROM discarded_notification d
+                WHERE d.app = ? AND d.discarded_at >= ? AND (? IS NULL OR d.kind = ?) AND (? IS NULL OR d.destination = ?)
+                  AND EXISTS (SELECT 1 FROM subscription s WHERE s.handle = d.subscription_handle)
+                """
+            let kind = filter.kind?.rawValue
+            let arguments: StatementArguments = [filter.app, filter.since, kind, kind, filter.destination, filter.destination]
+            let ids = try Int64.fetchAll(db, sql: "SELECT d.id " + selection + " ORDER BY d.id", arguments: arguments)
+            guard !ids.isEmpty else { return 0 }
+            for id in ids {
+                try db.execute(
+                    sql: """
+                        INSERT INTO notification (app, subscription_handle, subscription_id, kind, target, destination, event, coalescable,
+                                                  payload, record_seq, created_at, next_attempt_at)
+                        SELECT app, subscription_handle, subscription_id, kind, target, destination, event, coalescable, payload, record_seq, ?, ?
+                        FROM discarded_notification WHERE id = ?
+                        """, arguments: [now, now, id])
+                try db.execute(sql: "DELETE FROM discarded_notification WHERE id = ?", arguments: [id])
+            }
+            return ids.count
+        }
+    }
+
+    /// Rows deleted per transaction while pruning: the writer is never held long.
+    static let pruneChunk = 5_000
+
+    @discardableResult
+    public func pruneHistory(now: Int64, limits: HistoryLimits) async throws -> Int {
+        var total = 0
+        for (table, time) in [("delivery_attempt", "at"), ("record_skip", "at"), ("discarded_notification", "discarded_at")] {
+            while true {
+                let deleted = try await write { db -> Int in
+                    if !limits.isOn {
+                        try db.execute(sql: "DELETE FROM \(table) WHERE id IN (SELECT id FROM \(table) ORDER BY id LIMIT \(Self.pruneChunk))")
+                        return db.changesCount
+                    }
+                    let cutoff = now.saturatingSubtracting(limits.maxAge)
+                    try db.execute(
+                        sql: "DELETE FROM \(table) WHERE id IN (SELECT id FROM \(table) WHERE \(time) < ? ORDER BY id LIMIT \(Self.pruneChunk))",
+                        arguments: [cutoff])
+                    var count = db.changesCount
+                    // Beyond the row bound: the oldest (ids only grow).
+                    if let newest = try Int64.fetchOne(db, sql: "SELECT max(id) FROM \(table)") {
+                        let keepFrom = newest.saturatingSubtracting(Int64(limits.maxRows))
+                        try db.execute(
+                            sql: "DELETE FROM \(table) WHERE id IN (SELECT id FROM \(table) WHERE id <= ? ORDER BY id LIMIT \(Self.pruneChunk))",
+                            arguments: [keepFrom])
+                        count += db.changesCount
+                    }
+                    return count
+                }
+                total += deleted
+                if deleted < Self.pruneChunk { break }
+            }
+        }
+        return total
+    }
+}
