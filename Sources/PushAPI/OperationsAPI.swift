@@ -6,6 +6,11 @@ import PushContracts
 import PushCore
 import PushJSON
 
+/// The most events waiting for a slow reader of `GET /ops/v1/events` (older ones are dropped).
+enum AttemptFeedLimits {
+    static let buffer = 1_024
+}
+
 /// A sender that stopped sending, and why (`GET /ops/v1/senders`).
 public struct PausedSender: Sendable, Equatable {
     public var app: String
@@ -168,25 +173,43 @@ public struct OperationsAPI: Sendable {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
+        let heartbeat = Self.heartbeat
         return Response(
             status: .ok, headers: headers,
             body: ResponseBody { writer in
-                // A comment first: the client knows the stream is open.
+                // A comment first: the client knows the stream is open. Then each attempt as an
+                // event, and a comment every `heartbeat` so that a client gone away is noticed
+                // (the write fails) even when nothing happens. The stream ends when the service
+                // stops (the feed finishes its watchers first).
                 try await writer.write(ByteBuffer(string: ": pushdispatch delivery attempts\n\n"))
-                for await attempt in attempts {
-                    if let app, attempt.app != app { continue }
-                    if let provider, attempt.provider != provider { continue }
-                    if let outcome, attempt.outcome != outcome { continue }
-                    var writer2 = JSONWriter(capacity: 256)
-                    writer2.write(Self.json(attempt))
-                    var event = Array("event: attempt\ndata: ".utf8)
-                    event += writer2.bytes
-                    event += Array("\n\n".utf8)
-                    try await writer.write(ByteBuffer(bytes: event))
+                let (events, continuation) = AsyncStream.makeStream(of: [UInt8].self, bufferingPolicy: .bufferingNewest(AttemptFeedLimits.buffer))
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask {
+                        for await attempt in attempts {
+                            if let app, attempt.app != app { continue }
+                            if let provider, attempt.provider != provider { continue }
+                            if let outcome, attempt.outcome != outcome { continue }
+                            var json = JSONWriter(capacity: 256)
+                            json.write(Self.json(attempt))
+                            continuation.yield(Array("event: attempt\ndata: ".utf8) + json.bytes + Array("\n\n".utf8))
+                        }
+                        continuation.finish()
+                    }
+                    group.addTask {
+                        while !Task.isCancelled {
+                            try await Task.sleep(for: heartbeat)
+                            continuation.yield(Array(": keep-alive\n\n".utf8))
+                        }
+                    }
+                    defer { group.cancelAll() }
+                    for await bytes in events { try await writer.write(ByteBuffer(bytes: bytes)) }
                 }
                 try await writer.finish(nil)
             })
     }
+
+    /// How often an idle event stream writes a comment.
+    public static let heartbeat: Duration = .seconds(15)
 
     func simulate(_ request: Request) async throws -> Response {
         let body = try await jsonBody(request)

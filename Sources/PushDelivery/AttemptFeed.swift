@@ -10,6 +10,8 @@ public final class AttemptFeed: Sendable {
     struct Watchers {
         var next = 0
         var continuations: [Int: AsyncStream<DeliveryAttempt>.Continuation] = [:]
+        /// The service stops: streams end, new ones end at once.
+        var finished = false
     }
 
     /// Attempts kept for a watcher that has not read them.
@@ -26,11 +28,16 @@ public final class AttemptFeed: Sendable {
     /// (the stream is dropped) or cancels.
     public func watch() -> AsyncStream<DeliveryAttempt> {
         let (stream, continuation) = AsyncStream.makeStream(of: DeliveryAttempt.self, bufferingPolicy: .bufferingNewest(Self.bufferLimit))
-        let id = watchers.withLock { watchers -> Int in
+        let id = watchers.withLock { watchers -> Int? in
+            guard !watchers.finished else { return nil }
             let id = watchers.next
             watchers.next += 1
             watchers.continuations[id] = continuation
             return id
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
         }
         count.add(1, ordering: .relaxed)
         continuation.onTermination = { [weak self] _ in
@@ -38,6 +45,18 @@ public final class AttemptFeed: Sendable {
             if self.watchers.withLock({ $0.continuations.removeValue(forKey: id) }) != nil { self.count.subtract(1, ordering: .relaxed) }
         }
         return stream
+    }
+
+    /// Ends every stream, and those asked for from now on (the service stops: the HTTP server
+    /// waits for its responses, an event stream's too).
+    public func finish() {
+        let continuations = watchers.withLock { watchers in
+            watchers.finished = true
+            defer { watchers.continuations.removeAll() }
+            return Array(watchers.continuations.values)
+        }
+        count.store(0, ordering: .relaxed)
+        for continuation in continuations { continuation.finish() }
     }
 
     public func publish(_ attempts: [DeliveryAttempt]) {

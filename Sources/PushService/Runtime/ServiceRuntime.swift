@@ -127,7 +127,7 @@ public struct ServiceRuntime: Sendable {
             services += sources
             services.append(server)
             // Last: told first when a graceful stop begins, it dates it.
-            let watch = ShutdownWatch()
+            let watch = ShutdownWatch(onShutdown: { dispatcher.feed.finish() })
             services.append(watch)
             var groupConfiguration = ServiceGroupConfiguration(
                 services: services.map { .init(service: $0) }, gracefulShutdownSignals: [.sigterm, .sigint], logger: logger)
@@ -202,15 +202,22 @@ public struct ServiceRuntime: Sendable {
     }
 }
 
-/// Dates the start of a graceful stop: the last service of the group, so the first told.
+/// Dates the start of a graceful stop: the last service of the group, so the first told. It
+/// then ends what would hold the HTTP server's stop (the operations API's event streams).
 final class ShutdownWatch: Service, Sendable {
     private let state = Mutex<ContinuousClock.Instant?>(nil)
+    let onShutdown: @Sendable () -> Void
+
+    init(onShutdown: @escaping @Sendable () -> Void = {}) {
+        self.onShutdown = onShutdown
+    }
 
     var began: ContinuousClock.Instant? { state.withLock { $0 } }
 
     func run() async throws {
         try? await gracefulShutdown()
         if !Task.isCancelled { state.withLock { $0 = .now } }
+        onShutdown()
     }
 }
 
