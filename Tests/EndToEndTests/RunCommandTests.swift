@@ -353,7 +353,7 @@ struct RunCommandTests {
         let service = try RunningService(config: config)
         defer { _ = service.stop() }
         let port = try await service.port()
-        for path in ["/metrics", "/status"] {
+        for path in ["/metrics", "/status", "/ops/v1/overview", "/ops/v1/senders", "/ops/v1/subscriptions?uid=u1"] {
             let missing = try Self.curl(["http://127.0.0.1:\(port)\(path)"])
             #expect(missing.status == 401 && missing.headers["www-authenticate"] == "Bearer realm=\"pushdispatch-operations\"", "\(path)")
             #expect(missing.body.contains("\"error\":\"unauthorized\"") && missing.body.contains("http.operationsToken"), "\(missing.body)")
@@ -390,7 +390,7 @@ struct RunCommandTests {
         let service = try RunningService(config: config)
         defer { _ = service.stop() }
         let port = try await service.port()
-        for path in ["/metrics", "/status"] {
+        for path in ["/metrics", "/status", "/ops/v1/overview", "/ops/v1/records/toto/1", "/ops/v1/events"] {
             let refused = try Self.curl(["http://127.0.0.1:\(port)\(path)"])
             #expect(refused.status == 403 && refused.body.contains("\"error\":\"forbidden\""), "\(path): \(refused.status) \(refused.body)")
             #expect(refused.body.contains("http.operationsToken is not set and the service listens on 0.0.0.0"), "\(refused.body)")

@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import PushContracts
 import PushCore
 import PushJSON
 import PushJOSE
@@ -90,6 +91,24 @@ struct ConfigurationTests {
         #expect(try load("ingest: {maxRecordBytes: 1GiB}").ingest.maxRecordBytes == 1 << 30)
         for bad in ["1KiB", "2GiB", "-1", "big"] {
             #expect(throws: ConfigurationError.self, "\(bad)") { try load("ingest: {maxRecordBytes: \(bad)}") }
+        }
+    }
+
+    @Test("operations.history: 7d and 1,000,000 rows unless set; 0 for either turns it off; bounds checked")
+    func historyLimits() throws {
+        #expect(try load("").operations.history == HistoryLimits(maxAge: 7 * 86_400_000, maxRows: 1_000_000))
+        #expect(try load("").operations.history.isOn)
+        #expect(try load("operations: {history: {maxAge: 2h, maxRows: 5000}}").operations.history == HistoryLimits(maxAge: 7_200_000, maxRows: 5_000))
+        #expect(try load("operations: {history: {maxAge: 0}}").operations.history.isOn == false)
+        #expect(try load("operations: {history: {maxAge: 0s}}").operations.history.isOn == false)
+        #expect(try load("operations: {history: {maxRows: 0}}").operations.history.isOn == false)
+        let environment = ConfigurationTests.environment.merging(["PUSHDISPATCH_OPERATIONS_HISTORY_MAXROWS": "0"]) { $1 }
+        #expect(try load("", environment).operations.history.isOn == false)
+        for (bad, message) in [
+            ("{maxAge: 400d}", "operations.history.maxAge"), ("{maxAge: soon}", "operations.history.maxAge"),
+            ("{maxRows: -1}", "operations.history.maxRows"), ("{maxRows: 2000000000}", "operations.history.maxRows"), ("{maxrows: 1}", "maxrows"),
+        ] {
+            #expect("\(bad)", performing: { try load("operations: {history: \(bad)}") }, throws: { "\($0)".contains(message) })
         }
     }
 
@@ -290,7 +309,7 @@ struct ConfigurationTests {
     }
 
     @Test("bad configurations are refused with the key, the problem and what was expected", arguments: [
-        ("htpp: {port: 1}", "htpp: unknown key; expected one of apps, delivery, expiry, http, ingest, instance, store"),
+        ("htpp: {port: 1}", "htpp: unknown key; expected one of apps, delivery, expiry, http, ingest, instance, operations, store"),
         (
             "apps: {a: {webhooks: {w: {url: https://h/p, secret: s3cret}}}}",
             "apps.a.webhooks.w.secret: a webhook secret is \"whsec_\" followed by the base64 of at least 16 random bytes (Standard Webhooks)"

@@ -120,4 +120,45 @@ struct ServiceBadInputTests {
         #expect(statuses.keys.contains { (200..<300).contains($0) } && statuses.keys.contains(400) && statuses.keys.contains(401))
         await service.shutdown()
     }
+
+    @Test("damaged operations requests (bodies, queries, paths) get deliberate JSON errors, never a 500", arguments: [1, 2] as [UInt64])
+    func damagedOperationsRequests(seed: UInt64) async throws {
+        let service = try ServiceHarness()
+        try await service.start()
+        defer { Task { await service.shutdown() } }
+        var mutator = Mutator(seed: seed)
+        let bodies: [(String, JSON)] = [
+            ("/ops/v1/senders/resume", try JSONParser.parse(#"{"app":"toto","provider":"webhook","destination":"orders"}"#)),
+            ("/ops/v1/recover", try JSONParser.parse(#"{"app":"toto","provider":"fcm","since":1700000000000}"#)),
+            ("/ops/v1/rules/simulate", try JSONParser.parse(#"{"app":"toto","path":"/users/u1","auth":{"uid":"u1","token":{"admin":true}}}"#)),
+        ]
+        let queries = [
+            "/ops/v1/subscriptions?app=toto&uid=u1&path=/users/u1&limit=10&cursor=5", "/ops/v1/subscriptions/toto/abc/history?limit=2&cursor=9",
+            "/ops/v1/records/toto/12",
+        ]
+        var statuses: [Int: Int] = [:]
+        for round in 0..<300 {
+            let reply: ServiceHarness.Reply
+            if mutator.random.chance(50) {
+                let (path, document) = mutator.random.pick(bodies)
+                let body =
+                    mutator.random.chance(50)
+                    ? mutator.mutateJSON(document).description : String(decoding: mutator.mutateBytes(Array(document.description.utf8)), as: UTF8.self)
+                reply = try await service.send(.POST, path, body: body, token: nil, contentType: mutator.random.pick(["application/json", "text/plain"]))
+            } else {
+                let damaged = String(decoding: mutator.mutateBytes(Array(mutator.random.pick(queries).utf8)), as: UTF8.self)
+                // What a client can send: the damage percent-encoded, the route's slashes kept.
+                let path = "/" + damaged.drop { $0 == "/" }.addingPercentEncoding(withAllowedCharacters: .urlQueryAllowed.subtracting(CharacterSet(charactersIn: "#")))!
+                reply = try await service.send(.GET, path, token: nil)
+            }
+            statuses[reply.status, default: 0] += 1
+            #expect(reply.status != 500, "seed \(seed) round \(round): \(reply.body.prefix(200))")
+            if reply.status >= 400 {
+                #expect(reply.json?["error"]?.stringValue != nil && reply.json?["message"]?.stringValue != nil, "seed \(seed) round \(round): \(reply.body.prefix(200))")
+                #expect(reply.body.utf8.count <= 4000)
+            }
+        }
+        #expect(statuses.keys.contains(200) && statuses.keys.contains(400), "\(statuses)")
+        await service.shutdown()
+    }
 }
