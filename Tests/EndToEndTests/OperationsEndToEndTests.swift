@@ -100,12 +100,28 @@ struct OperationsEndToEndTests {
         #expect(two["notifications"]?.arrayValue?.first?["subscription"]?.stringValue == doomed)
         #expect(try Self.ops(port, "/ops/v1/records/toto/x").status == 400)
 
+        // The same from the command line.
+        let cli = try RunCommandTests.statusConfiguration(config, port: port, in: folder)
+        let attempts = try Executable.run(["history", "--config", cli, "--app", "toto", "--subscription", mobile])
+        #expect(attempts.status == 0 && attempts.lines.count == 3, "\(attempts.stdout)\(attempts.stderr)")
+        #expect(attempts.lines.dropFirst().map { $0.split(separator: "\t")[7] } == ["delivered", "retry"], "\(attempts.stdout)")
+        let fate = try Executable.run(["history", "--config", cli, "--record", "toto:2"])
+        #expect(fate.status == 0 && fate.stdout.contains("nothing for subscription \(doomed): denied"), "\(fate.stdout)\(fate.stderr)")
+        let search = try Executable.run(["history", "--config", cli, "--app", "toto", "--uid", "alice", "--path", "/a"])
+        #expect(search.status == 0 && search.stdout.contains("ops-fc…0001 sha256:") && !search.stdout.contains(device), "\(search.stdout)")
+        let bad = try Executable.run(["history", "--config", cli, "--record", "toto"])
+        #expect(bad.status != 0 && bad.stderr.contains("--record: expected APP:SEQ"), "\(bad.stderr)")
+
         // The webhook refused our signature: its destination is paused, listed, resumed at once.
         try await ServiceEndToEndTests.eventually("the webhook paused") { try Self.ops(port, "/ops/v1/senders").json["items"]?.arrayValue?.count == 1 }
         let paused = try #require(try Self.ops(port, "/ops/v1/senders").json["items"]?.arrayValue?.first)
         #expect(paused["app"]?.stringValue == "toto" && paused["provider"]?.stringValue == "webhook" && paused["destination"]?.stringValue == "orders")
         #expect(paused["reason"]?.stringValue?.contains("401") == true)
         #expect(try Self.ops(port, "/ops/v1/senders/resume", post: #"{"app":"toto","provider":"fcm"}"#).status == 404)
+        let listed = try Executable.run(["senders", "list", "--config", cli])
+        #expect(listed.status == 0 && listed.lines.last?.hasPrefix("toto\twebhook\torders\t") == true, "\(listed.stdout)")
+        let notPaused = try Executable.run(["senders", "resume", "--config", cli, "--app", "toto", "--provider", "fcm"])
+        #expect(notPaused.status == 1 && notPaused.stderr.contains("answered 404: no paused sender for toto/fcm"), "\(notPaused.stderr)")
         #expect(try Self.ops(port, "/ops/v1/senders/resume", post: #"{"app":"toto","provider":"webhook"}"#).status == 400)
         // The live stream, opened before the resume: it tells the delivery.
         async let stream = onThread {
@@ -128,6 +144,9 @@ struct OperationsEndToEndTests {
         #expect(denied.status == 200 && denied.json["allowed"]?.boolValue == false)
         #expect(try Self.ops(port, "/ops/v1/rules/simulate", post: #"{"app":"nope","path":"/a"}"#).status == 400)
         #expect(try Self.ops(port, "/ops/v1/recover", post: #"{"app":"toto","since":0}"#).json["recovered"]?.integerValue == 0)
+        let recovered = try Executable.run(["recover", "--config", cli, "--app", "toto", "--since", "2026-01-01T00:00:00Z"])
+        #expect(recovered.status == 0 && recovered.stdout == "recovered 0 notification(s)\n", "\(recovered.stdout)\(recovered.stderr)")
+        #expect(try Executable.run(["senders", "list", "--config", cli]).stdout == "no sender is paused\n")
         #expect(try Self.ops(port, "/ops/v1/recover", post: #"{"app":"toto"}"#).status == 400)
         #expect(try Self.ops(port, "/ops/v1/overview").status == 200)
         // A stream still open does not hold the stop: it ends, and the service exits cleanly.
