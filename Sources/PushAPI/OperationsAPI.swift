@@ -351,7 +351,7 @@ public struct OperationsAPI: Sendable {
         ])
     }
 
-    static func json(_ sender: PausedSender) -> JSON {
+    public static func json(_ sender: PausedSender) -> JSON {
         object([
             ("app", .string(sender.app)), ("provider", .string(sender.provider)), ("destination", sender.destination.map { .string($0) } ?? .null),
             ("reason", .string(sender.reason)), ("since", .int(sender.since)), ("probeAt", .int(sender.probeAt)),

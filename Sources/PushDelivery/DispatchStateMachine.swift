@@ -400,4 +400,7 @@ public struct DispatchStateMachine: Sendable {
 
     /// The applications with a paused sender (readiness lists them).
     public var pausedApplications: [String] { Array(Set(paused.keys.map(\.app))).sorted() }
+
+    /// Sends in flight by provider and by application (the operations overview).
+    public var sending: (byProvider: [Provider: Int], byApp: [String: Int]) { (byProvider, byApp) }
 }

@@ -62,6 +62,9 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     public let counters: DeliveryCounters
     /// Each attempt as it is settled, to whoever watches (`GET /ops/v1/events`).
     public let feed: AttemptFeed
+    /// Rates, success and latency per application and provider over five minutes (the
+    /// operations overview).
+    public let stats = DeliveryStats()
     let state: Mutex<State>
     /// Sends started with callbacks alone, without a task (tests).
     let startedWithoutTask = Atomic<Int>(0)
@@ -113,6 +116,15 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             nudge()
         }
         return resumed
+    }
+
+    /// Sends in flight by provider and by application, claimed and not settled, and the limits
+    /// (the operations overview).
+    public var load: (byProvider: [Provider: Int], byApp: [String: Int], inFlight: Int, limits: DispatchStateMachine.Configuration) {
+        state.withLock { state in
+            let sending = state.machine.sending
+            return (sending.byProvider, sending.byApp, state.machine.inFlight, configuration.machine)
+        }
     }
 
     /// The applications with a paused sender (readiness lists them).
@@ -434,6 +446,9 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             ["app": "\(entry.app)", "subscription": "\(entry.subscriptionID)", "provider": "\(provider)", "outcome": "\(decision.reason)"]
         }
         if decision.answered { counters.answered(provider: provider, committedAt: decision.notification.createdAt, at: now) }
+        stats.record(
+            DeliveryStats.Key(app: entry.app, provider: provider, destination: entry.kind == .webhook ? entry.destination : nil), now: now,
+            delivered: decision.note == .delivered, status: decision.status, latency: decision.latency)
         if decision.resumed {
             logger.notice("application sender resumed: its credentials work again", metadata: ["sender": "\(SenderKey(app: entry.app, kind: entry.kind, destination: entry.destination))"])
         }

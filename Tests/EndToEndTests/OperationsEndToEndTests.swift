@@ -21,6 +21,14 @@ struct OperationsEndToEndTests {
         return (reply.status, (try? JSONParser.parse(Array(reply.body.utf8))) ?? .null)
     }
 
+    static func double(_ value: JSON?) -> Double? {
+        switch value {
+        case .double(let number)?: number
+        case .int(let number)?: Double(number)
+        default: nil
+        }
+    }
+
     @Test("history by subscription and by record, paused senders resumed, the live stream, the rules playground, the token")
     func operations() async throws {
         let fakes = try await FakeProviders.start(tls: true, webhooks: ["orders": ServiceEndToEndTests.webhookSecret])
@@ -68,7 +76,7 @@ struct OperationsEndToEndTests {
             [
                 #"{"seq":1,"app":"toto","op":"put","path":"/a","data":{"x":1}}"#,
                 #"{"seq":2,"app":"toto","op":"revoke","path":"/b","reason":"permission_denied"}"#,
-                #"{"seq":3,"app":"toto","op":"put","path":"/c","data":"hello"}"#,
+                #"{"seq":3,"app":"toto","op":"put","path":"/c","data":"hello","ts":\#(Int64(Date().timeIntervalSince1970 * 1000) - 5_000)}"#,
             ], to: folder)
 
         // The FCM device: 503, then delivered after the retry.
@@ -148,7 +156,13 @@ struct OperationsEndToEndTests {
         #expect(recovered.status == 0 && recovered.stdout == "recovered 0 notification(s)\n", "\(recovered.stdout)\(recovered.stderr)")
         #expect(try Executable.run(["senders", "list", "--config", cli]).stdout == "no sender is paused\n")
         #expect(try Self.ops(port, "/ops/v1/recover", post: #"{"app":"toto"}"#).status == 400)
-        #expect(try Self.ops(port, "/ops/v1/overview").status == 200)
+        let overview = try Self.ops(port, "/ops/v1/overview")
+        #expect(overview.status == 200)
+        let fcm = overview.json["senders"]?.arrayValue?.first { $0["provider"]?.stringValue == "fcm" }
+        #expect(fcm?["app"]?.stringValue == "toto" && (Self.double(fcm?["perSecond1m"]) ?? 0) > 0, "\(overview.json)")
+        #expect(Self.double(fcm?["successRatio"]).map { $0 > 0 && $0 < 1 } == true && fcm?["p50Ms"]?.integerValue != nil, "503 then delivered: \(overview.json)")
+        #expect((overview.json["lagMs"]?["toto"]?.integerValue ?? 0) >= 5_000, "\(overview.json)")
+        #expect(overview.json["history"]?["on"]?.boolValue == true && overview.json["sending"]?["perAppLimit"]?.integerValue != nil)
         // A stream still open does not hold the stop: it ends, and the service exits cleanly.
         async let open = onThread {
             try RunCommandTests.curl(["-N", "--max-time", "30", "-H", "Authorization: Bearer \(Self.token)", "http://127.0.0.1:\(port)/ops/v1/events"])

@@ -12,6 +12,8 @@ public final class IngestCounters: Sendable {
         public var rejected: [String: Int] = [:]
         public var events: [String: Int] = [:]
         public var revocations: [String: Int] = [:]
+        /// The newest `ts` of the accepted records, by application (the overview's lag).
+        public var newestTimestamp: [String: Int64] = [:]
 
         public init() {}
 
@@ -21,6 +23,7 @@ public final class IngestCounters: Sendable {
             rejected.merge(other.rejected, uniquingKeysWith: +)
             events.merge(other.events, uniquingKeysWith: +)
             revocations.merge(other.revocations, uniquingKeysWith: +)
+            newestTimestamp.merge(other.newestTimestamp, uniquingKeysWith: max)
         }
 
         mutating func event(mode: Mode, status: PayloadStatus?) {
@@ -31,6 +34,7 @@ public final class IngestCounters: Sendable {
     struct Totals {
         var ingested: [String: Int] = [:]
         var rejected: [String: Int] = [:]
+        var newestTimestamp: [String: Int64] = [:]
     }
 
     let metrics: any MetricsRecorder
@@ -44,6 +48,7 @@ public final class IngestCounters: Sendable {
         totals.withLock { totals in
             for (source, count) in batch.ingested { totals.ingested[source, default: 0] += count }
             for (reason, count) in batch.rejected { totals.rejected[reason, default: 0] += count }
+            totals.newestTimestamp.merge(batch.newestTimestamp, uniquingKeysWith: max)
         }
         for (source, count) in batch.ingested { metrics.increment("pushdispatch_records_ingested_total", [("source", source)], by: count) }
         for (reason, count) in batch.rejected { metrics.increment("pushdispatch_records_rejected_total", [("reason", reason)], by: count) }
@@ -56,6 +61,8 @@ public final class IngestCounters: Sendable {
 
     /// Records accepted, by source.
     public var ingested: [String: Int] { totals.withLock { $0.ingested } }
+    /// The newest `ts` of the records committed, by application (records that carry one).
+    public var newestTimestamp: [String: Int64] { totals.withLock { $0.newestTimestamp } }
     /// Records rejected, by reason label.
     public var rejected: [String: Int] { totals.withLock { $0.rejected } }
 }

@@ -58,6 +58,9 @@ public struct LineChecker: Sendable {
             case .success(let record):
                 checked.accepted.append((line, record))
                 checked.counts.ingested[line.source, default: 0] += 1
+                if let timestamp = record.timestamp {
+                    checked.counts.newestTimestamp[record.app] = max(checked.counts.newestTimestamp[record.app] ?? .min, timestamp)
+                }
                 if let ack = line.ack { checked.answers.append((ack, .accepted(seq: record.seq))) }
             case .failure(let error):
                 checked.reject(line, error, now: now)

@@ -16,12 +16,56 @@ struct OperationsConsole: OperationsControl {
     let rules: [String: ReadRules]
     let trees: any TreeSource
     let clock: any ServiceClock
+    let historyLimits: HistoryLimits
 
     var history: any HistoryStore { store }
     var now: Int64 { clock.now }
 
+    /// The overview (SPEC §13.3): this instance and the others, the outbox, the lag behind
+    /// the database per application, and per application and provider the last minutes'
+    /// rates, success, latency, 429s, sends in flight against the limits, and pauses.
     func overview() async -> JSON {
-        await operations.status()
+        let now = clock.now
+        let status = await operations.status()
+        let load = dispatcher.load
+        let paused = dispatcher.paused
+        func number(_ value: Double?) -> JSON { value.map { .double(($0 * 1_000).rounded() / 1_000) } ?? .null }
+        let senders: [JSON] = dispatcher.stats.summaries(now: now).map { summary in
+            let kind = OperationsAPI.kind(summary.key.provider)
+            let pause = kind.flatMap { paused[SenderKey(app: summary.key.app, kind: $0, destination: summary.key.destination)] }
+            return JSON.members([
+                ("app", .string(summary.key.app)), ("provider", .string(summary.key.provider)),
+                ("destination", summary.key.destination.map { .string($0) } ?? .null),
+                ("perSecond1m", number(summary.perSecond1m)), ("perSecond5m", number(summary.perSecond5m)),
+                ("successRatio", number(summary.successRatio)), ("p50Ms", summary.p50.map { .int($0) } ?? .null),
+                ("p99Ms", summary.p99.map { .int($0) } ?? .null), ("tooManyRequests5m", .int(Int64(summary.tooManyRequests5m))),
+                ("paused", pause.map { JSON.members([("reason", .string($0.reason)), ("since", .int($0.since))]) } ?? .null),
+            ])
+        }
+        let lag: [(String, JSON)] = operations.ingest.newestTimestamp.sorted { $0.key < $1.key }.map { app, ts in
+            (app, .int(max(0, now.saturatingSubtracting(ts))))
+        }
+        let providers: [(String, JSON)] = load.byProvider.sorted { $0.key.rawValue < $1.key.rawValue }.map { ($0.key.rawValue, .int(Int64($0.value))) }
+        let apps: [(String, JSON)] = load.byApp.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }
+        return JSON.members([
+            ("now", .int(now)),
+            ("instance", status["instance"] ?? .null),
+            ("uptimeSeconds", status["uptimeSeconds"] ?? .null),
+            ("ready", status["ready"] ?? .null),
+            ("instances", status["instances"] ?? .array([])),
+            ("outbox", status["outbox"] ?? .null),
+            ("lagMs", JSON.members(lag)),
+            ("sending", JSON.members([
+                ("inFlight", .int(Int64(load.inFlight))), ("maximumInFlight", .int(Int64(load.limits.maximumInFlight))),
+                ("perProviderLimit", .int(Int64(load.limits.perProvider))), ("perAppLimit", .int(Int64(load.limits.perApp))),
+                ("byProvider", JSON.members(providers)), ("byApp", JSON.members(apps)),
+            ])),
+            ("senders", .array(senders)),
+            ("paused", .array(pausedSenders().map(OperationsAPI.json))),
+            ("subscriptions", status["subscriptions"] ?? .null),
+            ("records", status["records"] ?? .null),
+            ("history", JSON.members([("on", .bool(historyLimits.isOn)), ("maxAgeMs", .int(historyLimits.maxAge)), ("maxRows", .int(Int64(historyLimits.maxRows)))])),
+        ])
     }
 
     func pausedSenders() -> [PausedSender] {

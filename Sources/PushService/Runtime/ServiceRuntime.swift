@@ -105,7 +105,8 @@ public struct ServiceRuntime: Sendable {
                 instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,
                 ingest: ingestCounters, cluster: processing.cluster)
             let console = OperationsConsole(
-                store: store, dispatcher: dispatcher, operations: operations, rules: applications.mapValues(\.readRules), trees: trees, clock: clock)
+                store: store, dispatcher: dispatcher, operations: operations, rules: applications.mapValues(\.readRules), trees: trees, clock: clock,
+                historyLimits: configuration.operations.history)
             let server = APIServer(
                 configuration: configuration, applications: applications.mapValues { $0.api(trees: trees, clock: clock) }, store: store,
                 index: registry, clock: clock,
