@@ -272,6 +272,7 @@ let package = Package(
             name: "PushAPITests",
             dependencies: [
                 "PushCore", "PushJSON", "PushMatching", "PushContracts", "PushAPI", "PushStore", "PushJOSE", "PushTestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
             ]

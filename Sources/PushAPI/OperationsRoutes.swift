@@ -23,12 +23,26 @@ public struct OperationsRoutes: Sendable {
     let host: String
     /// Whether `host` is a loopback address: then, without a token, the routes stay open.
     let loopback: Bool
+    /// The console's sessions: a request with a live session's cookie passes as the token does
+    /// (a state-changing one only with the session's `X-CSRF-Token`).
+    let sessions: ConsoleSessions?
 
-    public init(report: any OperationsReport, token: String?, host: String, loopback: Bool) {
+    public init(report: any OperationsReport, token: String?, host: String, loopback: Bool, sessions: ConsoleSessions? = nil) {
         self.report = report
         self.token = token
         self.host = host
         self.loopback = loopback
+        self.sessions = sessions
+    }
+
+    /// The 403 of a service without an operations token listening beyond loopback; `nil`
+    /// otherwise.
+    func closed() -> Response? {
+        guard token == nil, !loopback else { return nil }
+        let message =
+            "http.operationsToken is not set and the service listens on \(host), not a loopback address: set it "
+            + "(16 or more printable characters; or PUSHDISPATCH_HTTP_OPERATIONSTOKEN) and send Authorization: Bearer <token>"
+        return .json(status: .forbidden, ["error": "forbidden", "message": .string(message)])
     }
 
     public func add(to router: Router<BasicRequestContext>) {
@@ -53,12 +67,14 @@ public struct OperationsRoutes: Sendable {
     /// for every request when none is configured and the service listens beyond loopback. The
     /// comparison takes the same time wherever the tokens differ.
     func refusal(_ request: Request) -> Response? {
-        guard let token else {
-            if loopback { return nil }
-            let message =
-                "http.operationsToken is not set and the service listens on \(host), not a loopback address: set it "
-                + "(16 or more printable characters; or PUSHDISPATCH_HTTP_OPERATIONSTOKEN) and send Authorization: Bearer <token>"
-            return .json(status: .forbidden, ["error": "forbidden", "message": .string(message)])
+        guard let token else { return closed() }
+        if let sessions, let (_, session) = sessions.session(request) {
+            if request.method == .get || request.method == .head { return nil }
+            let given = request.headers[HTTPField.Name("X-CSRF-Token")!].map { Array($0.utf8) } ?? []
+            if Self.same(given, Array(session.csrf.utf8)) { return nil }
+            return .json(
+                status: .forbidden,
+                ["error": "forbidden", "message": "a console request that changes something needs the session's X-CSRF-Token header"])
         }
         let given = request.headers[.authorization].flatMap { value -> Substring? in
             guard value.count > 7, value.prefix(7).lowercased() == "bearer " else { return nil }

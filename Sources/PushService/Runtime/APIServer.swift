@@ -33,10 +33,13 @@ struct APIServer {
         let api = SubscriptionAPI(
             store: store, applications: applications, clock: clock, index: index, jwks: jwks, readiness: operations, logger: logger)
         let router = api.router()
+        let sessions = ConsoleSessions(clock: clock)
         let gate = OperationsRoutes(
-            report: operations, token: operationsToken?.value, host: configuration.http.host, loopback: configuration.http.isLoopback)
+            report: operations, token: operationsToken?.value, host: configuration.http.host, loopback: configuration.http.isLoopback,
+            sessions: sessions)
         gate.add(to: router)
         OperationsAPI(control: console, gate: gate).add(to: router)
+        ConsoleRoutes(gate: gate, sessions: sessions).add(to: router)
         let (logger, address, http, onListening) = (self.logger, self.address, configuration.http, self.onListening)
         return Application(
             router: router,
