@@ -113,7 +113,7 @@ async function overview() {
       el("dt", {}, "Success"), el("dd", {}, s.successRatio === null ? "–" : `${fixed(s.successRatio * 100, 1)} %`),
       el("dt", {}, "Latency p50 / p99"), el("dd", {}, `${s.p50Ms ?? "–"} / ${s.p99Ms ?? "–"} ms`),
       el("dt", {}, "429s (5 min)"), el("dd", {}, s.tooManyRequests5m),
-      el("dt", {}, "State"), el("dd", { class: s.paused ? "error" : "" }, s.paused ? `paused: ${s.paused.reason}` : "sending"))));
+      el("dt", {}, "State"), el("dd", { class: s.paused ? "error wrap" : "" }, s.paused ? `paused: ${s.paused.reason}` : "sending"))));
   const sending = data.sending || {};
   const summary = el("section", { class: "tile", "aria-label": "Service" },
     el("h3", {}, `Instance ${data.instance}`),
@@ -122,8 +122,8 @@ async function overview() {
       el("dt", {}, "Outbox"), el("dd", {}, `${data.outbox ? data.outbox.depth : "–"} waiting`),
       el("dt", {}, "Oldest waiting"), el("dd", {}, data.outbox && data.outbox.oldestAgeSeconds !== null ? `${data.outbox.oldestAgeSeconds} s` : "–"),
       el("dt", {}, "In flight"), el("dd", {}, `${sending.inFlight ?? 0} of ${sending.maximumInFlight ?? "–"}`),
-      el("dt", {}, "Limits"), el("dd", {}, `${sending.perProviderLimit ?? "–"} per provider, ${sending.perAppLimit ?? "–"} per app`),
-      el("dt", {}, "History"), el("dd", {}, data.history && data.history.on ? `kept ${Math.round(data.history.maxAgeMs / 86400000)} d, ${data.history.maxRows} rows` : "off"),
+      el("dt", {}, "Limits"), el("dd", { class: "wrap" }, `${sending.perProviderLimit ?? "–"} per provider, ${sending.perAppLimit ?? "–"} per app`),
+      el("dt", {}, "History"), el("dd", { class: "wrap" }, data.history && data.history.on ? `kept ${Math.round(data.history.maxAgeMs / 86400000)} d, ${data.history.maxRows} rows` : "off"),
       ...Object.entries(data.lagMs || {}).flatMap(([app, lag]) => [el("dt", {}, `Lag ${app}`), el("dd", {}, `${(lag / 1000).toFixed(1)} s`)])));
   const instances = (data.instances || []).length ? el("div", {}, el("h3", {}, "Instances"), el("div", { class: "scroll" }, el("table", {},
     el("thead", {}, el("tr", {}, ["Name", "Address", "Live", "Heartbeat", "Owns"].map((t) => el("th", { scope: "col" }, t)))),
@@ -228,7 +228,7 @@ async function records(app, seq) {
   if (!app) { render(el("h2", {}, "Records"), recordForm(), el("p", { class: "muted" }, "What a change record caused, and who got nothing and why.")); return; }
   const data = await api(`/ops/v1/records/${encodeURIComponent(app)}/${encodeURIComponent(seq)}`);
   const notifications = data.notifications.map((n) => el("section", { class: "notification" },
-    el("h3", {}, `Notification ${n.notification} (${n.kind ?? "settled"}, ${n.state}) for `,
+    el("h3", {}, `Notification ${n.notification}${n.kind ? " (" + n.kind + ")" : ""}, ${n.state}, for `,
       el("a", { class: "mono", href: `#/subscription/${encodeURIComponent(app)}/${encodeURIComponent(n.subscription)}` }, n.subscription)),
     attemptsTable(n.attempts, false)));
   const nothing = data.nothing.length ? el("div", {}, el("h3", {}, "Got nothing"), el("div", { class: "scroll" }, el("table", { id: "record-nothing" },

@@ -32,6 +32,14 @@ extension Demo {
         try await request(path, method: .GET, body: nil, authorized: false)
     }
 
+    /// An operator's read (`/metrics`, `/status`, `/ops/v1`): with the operations token.
+    func operations(_ path: String) async throws -> (status: Int, body: [UInt8]) {
+        var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
+        request.headers.add(name: "authorization", value: "Bearer " + operationsToken)
+        let response = try await client.execute(request, timeout: .seconds(10))
+        return (Int(response.status.code), Array(buffer: try await response.body.collect(upTo: 1 << 22)))
+    }
+
     func request(_ path: String, method: HTTPMethod, body: [UInt8]?, authorized: Bool = true) async throws -> (status: Int, body: [UInt8]) {
         var request = HTTPClientRequest(url: "http://127.0.0.1:\(port)\(path)")
         request.method = method

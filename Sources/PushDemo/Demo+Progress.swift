@@ -148,7 +148,7 @@ extension Demo {
     }
 
     func metrics() async throws {
-        let answer = try await get("/metrics")
+        let answer = try await operations("/metrics")
         let text = String(decoding: answer.body, as: UTF8.self)
         say("\n6. From /metrics (Prometheus text):")
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
@@ -156,10 +156,31 @@ extension Demo {
                 "pushdispatch_retries_total", "pushdispatch_events_total", "pushdispatch_outbox_depth", "pushdispatch_subscriptions"]
             if interesting.contains(where: { line.hasPrefix($0) }), !line.hasSuffix(" 0"), !line.hasSuffix(" 0.0") { say("   \(line)") }
         }
-        let status = try await get("/status")
+        let status = try await operations("/status")
         if let json = try? JSONParser.parse(status.body) {
             say("\n7. pushdispatch status (the same table an operator gets from a running service):")
             for line in StatusTable.render(json).split(separator: "\n", omittingEmptySubsequences: false) { say("   \(line)") }
+        }
+        try await history()
+    }
+
+    /// Why flaky-phone got its notification late: its history from the operations API, as
+    /// `pushdispatch history` prints it.
+    func history() async throws {
+        guard let flaky = subscriptions.first(where: { $0.target == "flaky-phone" }) else { return }
+        let answer = try await operations("/ops/v1/subscriptions/toto/\(flaky.id)/history")
+        let items = (try? JSONParser.parse(answer.body))?["items"]?.arrayValue ?? []
+        say("\n8. Why did \(flaky.name) get its notification late? Its delivery history (GET /ops/v1/subscriptions/toto/<id>/history, or pushdispatch history):")
+        for line in HistoryTable.attempts(items).split(separator: "\n") {
+            let columns = line.split(separator: "\t", omittingEmptySubsequences: false)
+            // When (the time of day), record, attempt, status, latency, outcome, reason.
+            guard columns.count >= 10 else { continue }
+            let when = columns[0].hasPrefix("AT") ? "AT (UTC)" : String(columns[0].dropFirst(11).dropLast())
+            say("   " + pad(when, 13) + [columns[4], columns[1], columns[5], columns[6], columns[7], columns[9]].map { pad(String($0), 9) }.joined(separator: " "))
+        }
+        let outcomes = items.compactMap { $0["outcome"]?.stringValue }
+        if outcomes.last != "retry" || !outcomes.contains("delivered") {
+            failures.append("the history of flaky-phone should show the retry then the delivery, got \(outcomes)")
         }
     }
 }

@@ -50,6 +50,10 @@ public final class Demo: @unchecked Sendable {
     let keys: KeyRing
     let keep: Bool
     let timeout: Double
+    /// Keep the service and the fakes running after the story, for the console.
+    let console: Bool
+    /// The operations token of the demo's service (the console's sign-in).
+    let operationsToken: String
     var subscriptions: [DemoSubscription] = []
     var port = 0
     var service: Task<Void, any Error>?
@@ -63,9 +67,13 @@ public final class Demo: @unchecked Sendable {
     /// - Parameters:
     ///   - keep: keep the temporary folder (and say where it is).
     ///   - timeout: give up after this many seconds.
-    public init(keep: Bool, timeout: Double) async throws {
+    ///   - console: after the story, keep the service and the fakes running and print the
+    ///     console's address and token, until interrupted.
+    public init(keep: Bool, timeout: Double, console: Bool = false) async throws {
         self.keep = keep
         self.timeout = timeout
+        self.console = console
+        operationsToken = "demo-" + (0..<16).map { _ in String(format: "%02x", UInt8.random(in: 0...255)) }.joined()
         folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-demo-\(UUID().uuidString.prefix(8))")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         fakes = try await FakeProviders.start(tls: true, webhooks: ["orders": Self.webhookSecret])
@@ -84,6 +92,14 @@ public final class Demo: @unchecked Sendable {
             try await story()
         } catch {
             failures.append("the demo stopped: \(error)")
+        }
+        if console && failures.isEmpty {
+            say("\nThe console: http://127.0.0.1:\(port)/console")
+            say("Sign in with the operations token \(operationsToken)")
+            say("It shows the story's history: the 503 then the delivery of flaky-phone, who got nothing and why, the live attempts.")
+            say("The service and the fake providers keep running; Ctrl-C stops them.")
+            // The service stops on SIGINT or SIGTERM by itself (its group listens for them).
+            _ = try? await service?.value
         }
         stopper.stop()
         _ = try? await service?.value
@@ -168,7 +184,7 @@ public final class Demo: @unchecked Sendable {
                 "socket": .string(folder.appendingPathComponent("pushdispatch.sock").path),
                 "deadLetter": .string(folder.appendingPathComponent("dead-letter.ndjson").path),
             ],
-            "http": ["host": "127.0.0.1", "port": 0],
+            "http": ["host": "127.0.0.1", "port": 0, "operationsToken": .string(operationsToken)],
             "delivery": ["caFile": .string(fixtures.appendingPathComponent("tls/ca.pem").path)],
             "apps": [
                 "toto": [

@@ -30,9 +30,9 @@ final class ServiceHarness: Sendable {
     let limits: ConnectionLimits
     /// The service's one clock: tests advance it.
     let clock: ManualClock
-    /// Tasks of the service that sleep on the clock between rounds: the expiry sweeper and the
-    /// index follower.
-    static let sleepers = 2
+    /// Tasks of the service that sleep on the clock between rounds: the expiry sweeper, the
+    /// index follower and the history's pruner.
+    static let sleepers = 3
 
     /// The ingest sources in the harness's folder (when made with `ingest: true`).
     var queueFile: URL { folder.appendingPathComponent("changes.ndjson") }

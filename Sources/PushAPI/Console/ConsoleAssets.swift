@@ -72,7 +72,8 @@ enum ConsoleAssets {
         .tile h3 { margin: 0 0 6px; font-size: 1rem; }
         .tile dl { display: grid; grid-template-columns: auto 1fr; gap: 2px 10px; margin: 0; }
         .tile dt { color: var(--muted); }
-        .tile dd { margin: 0; font-variant-numeric: tabular-nums; }
+        .tile dd { margin: 0; font-variant-numeric: tabular-nums; white-space: nowrap; }
+        .tile dd.wrap { white-space: normal; }
         .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 12px; margin-top: 12px; }
         figure { margin: 0; background: var(--panel); border: 1px solid var(--line); border-radius: 6px; padding: 8px; }
         figcaption { color: var(--muted); font-size: 0.9rem; }
@@ -220,7 +221,7 @@ enum ConsoleAssets {
               el("dt", {}, "Success"), el("dd", {}, s.successRatio === null ? "–" : `${fixed(s.successRatio * 100, 1)} %`),
               el("dt", {}, "Latency p50 / p99"), el("dd", {}, `${s.p50Ms ?? "–"} / ${s.p99Ms ?? "–"} ms`),
               el("dt", {}, "429s (5 min)"), el("dd", {}, s.tooManyRequests5m),
-              el("dt", {}, "State"), el("dd", { class: s.paused ? "error" : "" }, s.paused ? `paused: ${s.paused.reason}` : "sending"))));
+              el("dt", {}, "State"), el("dd", { class: s.paused ? "error wrap" : "" }, s.paused ? `paused: ${s.paused.reason}` : "sending"))));
           const sending = data.sending || {};
           const summary = el("section", { class: "tile", "aria-label": "Service" },
             el("h3", {}, `Instance ${data.instance}`),
@@ -229,8 +230,8 @@ enum ConsoleAssets {
               el("dt", {}, "Outbox"), el("dd", {}, `${data.outbox ? data.outbox.depth : "–"} waiting`),
               el("dt", {}, "Oldest waiting"), el("dd", {}, data.outbox && data.outbox.oldestAgeSeconds !== null ? `${data.outbox.oldestAgeSeconds} s` : "–"),
               el("dt", {}, "In flight"), el("dd", {}, `${sending.inFlight ?? 0} of ${sending.maximumInFlight ?? "–"}`),
-              el("dt", {}, "Limits"), el("dd", {}, `${sending.perProviderLimit ?? "–"} per provider, ${sending.perAppLimit ?? "–"} per app`),
-              el("dt", {}, "History"), el("dd", {}, data.history && data.history.on ? `kept ${Math.round(data.history.maxAgeMs / 86400000)} d, ${data.history.maxRows} rows` : "off"),
+              el("dt", {}, "Limits"), el("dd", { class: "wrap" }, `${sending.perProviderLimit ?? "–"} per provider, ${sending.perAppLimit ?? "–"} per app`),
+              el("dt", {}, "History"), el("dd", { class: "wrap" }, data.history && data.history.on ? `kept ${Math.round(data.history.maxAgeMs / 86400000)} d, ${data.history.maxRows} rows` : "off"),
               ...Object.entries(data.lagMs || {}).flatMap(([app, lag]) => [el("dt", {}, `Lag ${app}`), el("dd", {}, `${(lag / 1000).toFixed(1)} s`)])));
           const instances = (data.instances || []).length ? el("div", {}, el("h3", {}, "Instances"), el("div", { class: "scroll" }, el("table", {},
             el("thead", {}, el("tr", {}, ["Name", "Address", "Live", "Heartbeat", "Owns"].map((t) => el("th", { scope: "col" }, t)))),
@@ -335,7 +336,7 @@ enum ConsoleAssets {
           if (!app) { render(el("h2", {}, "Records"), recordForm(), el("p", { class: "muted" }, "What a change record caused, and who got nothing and why.")); return; }
           const data = await api(`/ops/v1/records/${encodeURIComponent(app)}/${encodeURIComponent(seq)}`);
           const notifications = data.notifications.map((n) => el("section", { class: "notification" },
-            el("h3", {}, `Notification ${n.notification} (${n.kind ?? "settled"}, ${n.state}) for `,
+            el("h3", {}, `Notification ${n.notification}${n.kind ? " (" + n.kind + ")" : ""}, ${n.state}, for `,
               el("a", { class: "mono", href: `#/subscription/${encodeURIComponent(app)}/${encodeURIComponent(n.subscription)}` }, n.subscription)),
             attemptsTable(n.attempts, false)));
           const nothing = data.nothing.length ? el("div", {}, el("h3", {}, "Got nothing"), el("div", { class: "scroll" }, el("table", { id: "record-nothing" },

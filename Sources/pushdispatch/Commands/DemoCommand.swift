@@ -21,9 +21,12 @@ struct DemoCommand: AsyncParsableCommand {
     @Flag(help: "Keep the temporary folder (store, configuration, queue file) and print where it is.")
     var keep = false
 
+    @Flag(help: "After the story, keep the service and the fake providers running and print the console's address and token (Ctrl-C stops).")
+    var console = false
+
     func run() async throws {
         LoggingSystem.bootstrapStandardError(level: .error)
-        let demo = try await Demo(keep: keep, timeout: timeout)
+        let demo = try await Demo(keep: keep, timeout: timeout, console: console)
         if !(await demo.run()) { throw ExitCode(1) }
     }
 }
