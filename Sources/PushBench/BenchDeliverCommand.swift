@@ -44,6 +44,7 @@ struct BenchDeliver: AsyncParsableCommand {
     @Flag(help: "With --tls: send through async-http-client (the transport before the HTTP/2 one) instead.") var asyncHTTPClient = false
     @Option(help: "The folder of run_peer.sh and firebase_admin_peer.py.") var peer: String?
     @Flag(help: "Skip the firebase-admin run.") var noPeer = false
+    @Flag(help: "Keep the delivery history (operations.history, on by default in the service): each attempt written with its settlement; prints the storage it took.") var history = false
     @Option(help: "Use this PostgreSQL database's outbox (emptied first) instead of SQLite: postgres://user@host:port/db.") var postgres: String?
     @Option(help: "With --postgres: worker processes claiming from the shared outbox side by side, as instances do.") var instances = 1
     @Option(help: ArgumentHelp("(internal) run as a worker with this claimant", visibility: .hidden)) var worker: String?
@@ -184,9 +185,10 @@ struct BenchDeliver: AsyncParsableCommand {
         let answers = AnswerLog()
         var logger = Logger(label: "bench")
         logger.logLevel = .error
+        var configuration = Dispatcher.Configuration(perProvider: concurrency, perApp: concurrency, maximumInFlight: concurrency * 2)
+        configuration.keepsHistory = history
         let dispatcher = Dispatcher(
-            store: store, senders: OneSender(sender: LoggingSender(inner: inner, log: answers)),
-            configuration: .init(perProvider: concurrency, perApp: concurrency, maximumInFlight: concurrency * 2),
+            store: store, senders: OneSender(sender: LoggingSender(inner: inner, log: answers)), configuration: configuration,
             notices: NoNotices(), index: NoIndex(), clock: SystemClock(), logger: logger)
         FileHandle.standardError.write(Data("delivering \(messages) notifications to \(inner.provider)\n".utf8))
         let start = ContinuousClock.now
@@ -209,6 +211,14 @@ struct BenchDeliver: AsyncParsableCommand {
                 format: "pushdispatch → %@: %d/%d delivered in %.2f s = %.0f deliveries/s (%@, %d at once); %.1f µs CPU per delivery (all threads); outbox commit → answer p50 %d ms, p99 %d ms",
                 inner.provider.label, delivered, messages, seconds, rate, how, concurrency, Double(cpu) / Double(max(1, delivered)), percentile(0.5),
                 percentile(0.99)))
+        print("history: \(history ? "on" : "off")")
+        if history, let storage = try await store.historyStorage() {
+            print(
+                String(
+                    format: "history storage: %d attempts in %.2f MB (table and indexes) = %.0f bytes per attempt = %.0f MB per million attempts",
+                    storage.attempts, Double(storage.bytes) / 1e6, Double(storage.bytes) / Double(max(1, storage.attempts)),
+                    Double(storage.bytes) / Double(max(1, storage.attempts))))
+        }
         fflush(nil)
         return rate
     }

@@ -53,6 +53,8 @@ struct BenchIngest: AsyncParsableCommand {
             (each inbox readable by the members listed at /members/{uid}; every 100th record rewrites a members list, keeping the user).
             """)
     var membershipRule = false
+    @Flag(help: "Run four times on the same records, side by side: the history off, on, off, on (SPEC §13.2: the skips it notes are written with each batch).")
+    var compareHistory = false
     @Option(help: "Also run the same records into this PostgreSQL database (a scratch one: application \"bench\" is written there and removed after): postgres://user@host:port/db.")
     var postgres: String?
 
@@ -73,8 +75,14 @@ struct BenchIngest: AsyncParsableCommand {
             count: records, subscriptions: subscriptions, valueBytes: valueBytes, membershipEvery: membershipRule ? 100 : nil)
         try Data(lines.map { $0 + [UInt8(ascii: "\n")] }.joined()).write(to: URL(fileURLWithPath: folder + "/records.ndjson"))
         print("setup: \(subscriptions) subscriptions, \(records) records of ~\(valueBytes) bytes (\(ContinuousClock.now - setup))")
-        let result = try await IngestBenchmark.run(store: store, folder: folder, lines: lines, logger: logger)
-        report(membershipRule ? "pushdispatch, no rules" : "pushdispatch", result)
+        let result = try await IngestBenchmark.run(store: store, folder: folder, lines: lines, keepsHistory: compareHistory, logger: logger)
+        report(membershipRule ? "pushdispatch, no rules" : compareHistory ? "pushdispatch, history on" : "pushdispatch", result)
+        if compareHistory {
+            for (round, on) in [false, true, false].enumerated() {
+                let again = try await IngestBenchmark.prepare(folder: folder, subscriptions: subscriptions, v2: v2, members: membershipRule, name: "history-\(round)")
+                report("pushdispatch, history \(on ? "on" : "off")", try await IngestBenchmark.run(store: again, folder: folder, lines: lines, keepsHistory: on, logger: logger))
+            }
+        }
         if membershipRule {
             let ruled = try await IngestBenchmark.prepare(folder: folder, subscriptions: subscriptions, v2: v2, members: true, name: "rules")
             let rules = try ReadRules.parse(try JSONParser.parse(Array(IngestBenchmark.membershipRule.utf8)))

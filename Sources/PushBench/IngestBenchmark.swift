@@ -121,9 +121,9 @@ enum IngestBenchmark {
 
     /// Runs `lines` through the pipeline into `store`; `folder` takes the dead-letter file.
     /// `rules`: the application's read rules (SPEC §12), evaluated as the service does.
-    public static func run(store: any SubscriptionStore & IngestStore, folder: String, lines: [[UInt8]], rules: ReadRules? = nil, logger: Logger)
-        async throws -> Result
-    {
+    public static func run(
+        store: any SubscriptionStore & IngestStore, folder: String, lines: [[UInt8]], rules: ReadRules? = nil, keepsHistory: Bool = false, logger: Logger
+    ) async throws -> Result {
         let loaded = try await TreeLoader.load(from: store, logger: logger)
         var evaluationSeconds: Double?
         if let rules {
@@ -148,7 +148,8 @@ enum IngestBenchmark {
             applications: ["bench": .init(keys: keys, signer: try JWSSigner(key: hs256))], fallback: .init(keys: keys, signer: try JWSSigner(key: serviceKey)))
         let queue = IngestQueue()
         let settings = rules.map { ["bench": PipelineSettings(maxWeight: PipelineSettings.standard.maxWeight, rules: $0)] } ?? [:]
-        let engine = RecordEngine(trees: loaded, settings: settings, sealers: sealers, registry: registry, logger: logger)
+        let engine = RecordEngine(
+            trees: loaded, settings: settings, sealers: sealers, registry: registry, configuration: .init(keepsHistory: keepsHistory), logger: logger)
         let writer = BatchWriter(
             deadLetters: DeadLetterFile(path: folder + "/dead.ndjson", logger: logger), counters: IngestCounters(), index: registry, outbox: NoOutbox(),
             logger: logger)

@@ -156,4 +156,21 @@ extension SQLiteStore: HistoryStore {
         }
         return total
     }
+
+    /// The delivery history's attempts and the bytes their table and indexes take in the
+    /// database file (SQLite's `dbstat`); `nil` when this SQLite lacks `dbstat`.
+    public func historyStorage() async throws -> (attempts: Int, bytes: Int64)? {
+        try await read { db in
+            let attempts = try Int.fetchOne(db, sql: "SELECT count(*) FROM delivery_attempt") ?? 0
+            guard
+                let bytes = try? Int64.fetchOne(
+                    db,
+                    sql: """
+                        SELECT sum(pgsize) FROM dbstat
+                        WHERE name IN ('delivery_attempt', 'delivery_attempt_by_subscription', 'delivery_attempt_by_record')
+                        """)
+            else { return nil }
+            return (attempts, bytes)
+        }
+    }
 }
