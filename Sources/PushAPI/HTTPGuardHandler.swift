@@ -114,6 +114,12 @@ final class HTTPGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
             context.write(wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: body))), promise: promise)
             closing = true
             return
+        case .head(let head) where head.headerFields[.contentType] == "text/event-stream":
+            // An event stream (`GET /ops/v1/events`) is answered for as long as its reader
+            // stays: the request's deadline no longer applies once its answer began. Its
+            // comments every 15 s notice a reader gone.
+            deadline?.cancel()
+            deadline = nil
         case .end:
             inFlight = false
             if !closing { waitForHead(context) }

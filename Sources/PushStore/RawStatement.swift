@@ -66,13 +66,22 @@ struct RawStatement {
     /// returns (a query, or a statement with `RETURNING`), through the C API: no GRDB `Row`
     /// (a copy of every column into boxed values) per row.
     func query(_ bind: (inout Binder) throws -> Void, row: (Columns) throws -> Void) throws {
+        try query(pinned: nil, bind, row: row)
+    }
+
+    /// ``query(_:row:)`` with `bytes` bound in place (``run(pinning:_:)``).
+    func query(pinning bytes: [UInt8], _ bind: (inout Binder) throws -> Void, row: (Columns) throws -> Void) throws {
+        try bytes.withUnsafeBytes { buffer in try query(pinned: buffer, bind, row: row) }
+    }
+
+    private func query(pinned: UnsafeRawBufferPointer?, _ bind: (inout Binder) throws -> Void, row: (Columns) throws -> Void) throws {
         sqlite3_reset(statement)
         sqlite3_clear_bindings(statement)
         defer {
             sqlite3_reset(statement)
             sqlite3_clear_bindings(statement)
         }
-        var binder = Binder(statement: statement, connection: connection)
+        var binder = Binder(statement: statement, connection: connection, pinned: pinned)
         try bind(&binder)
         let columns = Columns(statement: statement)
         while true {

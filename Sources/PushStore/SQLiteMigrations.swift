@@ -528,5 +528,9 @@ extension SQLiteMigrations {
             discarded_at        INTEGER NOT NULL
         ) STRICT;
         CREATE INDEX discarded_by_app ON discarded_notification (app, discarded_at);
+
+        -- The record a waiting notification came from before a newer one took its place: read
+        -- back by the same UPDATE (RETURNING), so that noting `coalesced` costs no query.
+        ALTER TABLE notification ADD COLUMN replaced_seq INTEGER;
         """
 }

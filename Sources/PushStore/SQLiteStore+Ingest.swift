@@ -28,6 +28,14 @@ extension SQLiteStore: IngestStore {
                 WHERE id = (SELECT max(id) FROM notification
                             WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL)
                 """)
+            let replaceWaitingNoting = try RawStatement(
+                db,
+                """
+                UPDATE notification SET event = ?, payload = ?, record_seq = ?, replaced_seq = record_seq
+                WHERE id = (SELECT max(id) FROM notification
+                            WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL)
+                RETURNING replaced_seq
+                """)
             let dropWaiting = try RawStatement(
                 db, "DELETE FROM notification WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL")
             // With the history on: the record a waiting notification came from, before it is
@@ -52,18 +60,30 @@ extension SQLiteStore: IngestStore {
                 switch operation {
                 case .notify(let entry):
                     if entry.notification.coalesces {
-                        let earlier = keepsHistory ? try waiting(entry.subscriptionHandle).first : nil
-                        let replaced = try replaceWaiting.run(pinning: entry.payload) { binder in
-                            try binder.bind(entry.notification.rawValue)
-                            try binder.bindPinned()
-                            try binder.bind(entry.recordSeq)
-                            try binder.bind(entry.subscriptionHandle)
+                        var replaced = 0
+                        if keepsHistory {
+                            // The same replacement, telling which record the replaced one came from.
+                            try replaceWaitingNoting.query(pinning: entry.payload) { binder in
+                                try binder.bind(entry.notification.rawValue)
+                                try binder.bindPinned()
+                                try binder.bind(entry.recordSeq)
+                                try binder.bind(entry.subscriptionHandle)
+                            } row: { columns in
+                                replaced += 1
+                                if let earlier = columns.optionalInt64(0), earlier != entry.recordSeq {
+                                    skips.append(RecordSkip(app: entry.app, seq: earlier, subscription: entry.subscriptionID, why: .coalesced, at: batch.now))
+                                }
+                            }
+                        } else {
+                            replaced = try replaceWaiting.run(pinning: entry.payload) { binder in
+                                try binder.bind(entry.notification.rawValue)
+                                try binder.bindPinned()
+                                try binder.bind(entry.recordSeq)
+                                try binder.bind(entry.subscriptionHandle)
+                            }
                         }
                         if replaced > 0 {
                             result.coalesced += replaced
-                            if let earlier, earlier.seq != entry.recordSeq {
-                                skips.append(RecordSkip(app: entry.app, seq: earlier.seq, subscription: earlier.subscription, why: .coalesced, at: batch.now))
-                            }
                             continue
                         }
                     }

@@ -201,6 +201,17 @@ struct MultiInstanceTests {
         // A subscription has one notification in flight at most: one repeat each at most.
         #expect(repeats <= subscriptions.count, "repeats: \(repeats)")
         print("repeats after the kill: \(repeats)")
+        // The delivery history is the shared one: each subscription's attempts, whichever
+        // instance made them, read through either instance still running (SPEC §13.2).
+        for (app, id) in subscriptions.sorted(by: { $0.key < $1.key }) {
+            var counts: [Int] = []
+            for port in [ports[0], ports[2]] {
+                let reply = try RunCommandTests.curl(["http://127.0.0.1:\(port)/ops/v1/subscriptions/\(app)/\(id)/history?limit=500"])
+                let items = try JSONParser.parse(Array(reply.body.utf8))["items"]?.arrayValue ?? []
+                counts.append(items.filter { $0["outcome"]?.stringValue == "delivered" }.count)
+            }
+            #expect(counts[0] == counts[1] && counts[0] >= Self.records, "\(app): delivered attempts read through node-1 and node-3: \(counts)")
+        }
         // A graceful stop hands the applications over at once (no waiting for the leases to expire).
         #expect(services[2].stop() == 0)
         let stopped = Date()

@@ -1,3 +1,6 @@
+import AsyncHTTPClient
+import PushAPI
+import Synchronization
 import PushCore
 import PushContracts
 import PushEngine
@@ -43,5 +46,30 @@ struct ObservabilityTests {
         #expect(observability.readiness(paused: [])?["store"]?["probe"] == "connection refused")
         health.probeEnded(failure: nil)
         #expect(observability.readiness(paused: []) == nil)
+    }
+}
+
+@Suite("The operations API's event stream over HTTP", .processLevel)
+struct EventStreamTests {
+    @Test("an event stream outlives the request deadline (its answer began); a stop ends it")
+    func outlivesDeadline() async throws {
+        let service = try ServiceHarness(limits: ConnectionLimits(headTimeout: .seconds(30), requestTimeout: .seconds(1), maxHeadBytes: 80 * 1024))
+        try await service.start()
+        defer { Task { await service.shutdown() } }
+        let response = try await service.client.execute(HTTPClientRequest(url: service.base + "/ops/v1/events"), timeout: .seconds(30))
+        #expect(response.status.code == 200 && response.headers["content-type"].first == "text/event-stream")
+        let ended = Mutex<ContinuousClock.Instant?>(nil)
+        let reader = Task {
+            do {
+                for try await _ in response.body {}
+            } catch {}
+            ended.withLock { $0 = .now }
+        }
+        try await Task.sleep(for: .milliseconds(2_500))
+        #expect(ended.withLock { $0 } == nil, "the stream was cut before the reader left")
+        let stopping = ContinuousClock.now
+        await service.stop()
+        _ = await reader.value
+        #expect(ended.withLock { $0 }.map { $0 - stopping < .seconds(10) } == true)
     }
 }
