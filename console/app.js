@@ -258,6 +258,19 @@ async function senders() {
       el("tbody", {}, rows))) : el("p", {}, "No sender is paused."));
 }
 
+async function deadletters() {
+  const data = await api("/ops/v1/deadletter?limit=500");
+  const rows = data.items.map((d) => el("tr", {}, el("td", {}, time(d.ts)), el("td", {}, d.source), el("td", { class: "num" }, d.position),
+    el("td", {}, d.app ?? "–"), el("td", { class: "num" }, d.seq ?? "–"), el("td", { class: "mono" }, d.reason),
+    el("td", { class: "mono" }, `${d.line.head}${d.line.bytes > d.line.head.length ? "…" : ""} (${d.line.bytes} bytes, sha256 ${d.line.sha256})`)));
+  render(el("h2", {}, "Dead letters"),
+    el("p", { class: "muted" }, "Lines this instance refused at ingestion, oldest first, and why. A line is shown by its start, length and digest: it holds a record's data."),
+    rows.length ? el("div", { class: "scroll" }, el("table", { id: "deadletter-table" },
+      el("thead", {}, el("tr", {}, ["When", "Source", "Position", "App", "Seq", "Reason", "Line"].map((t) => el("th", { scope: "col" }, t)))),
+      el("tbody", {}, rows))) : el("p", {}, "No dead letter."),
+    data.nextCursor ? el("p", { class: "muted" }, "More: use pushdispatch deadletter list.") : null);
+}
+
 function rules() {
   const result = el("div", { id: "rules-result", role: "status" });
   render(el("h2", {}, "Rules playground"),
@@ -310,6 +323,7 @@ async function route() {
       case "subscription": await subscription(parts[1], parts[2]); break;
       case "records": await records(parts[1], parts[2]); break;
       case "senders": await senders(); break;
+      case "deadletters": await deadletters(); break;
       case "rules": rules(); break;
       default: render(el("h2", {}, "Not found"), el("p", {}, "No such page."));
     }

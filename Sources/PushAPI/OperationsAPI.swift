@@ -49,6 +49,8 @@ public protocol OperationsControl: Sendable {
     func watch() -> AsyncStream<DeliveryAttempt>
     /// The rules' answer for reading `path` of `app` with `auth` (`rules check --path`).
     func simulate(app: String, path: String, auth: JSON) async throws -> JSON
+    /// This instance's dead letters matching `filter`, oldest first.
+    func deadLetters(_ filter: DeadLetterFilter, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeadLetterEntry>
 }
 
 /// The operations API under `/ops/v1` (SPEC §13.3): read the delivery history, find
@@ -81,6 +83,7 @@ public struct OperationsAPI: Sendable {
             (.post, "ops/v1/recover", { request, _ in try await recover(request) }),
             (.get, "ops/v1/events", { request, _ in try events(request) }),
             (.post, "ops/v1/rules/simulate", { request, _ in try await simulate(request) }),
+            (.get, "ops/v1/deadletter", { request, _ in try await deadLetters(request) }),
         ]
         for (method, path, handler) in routes {
             router.on(RouterPath(path), method: method) { request, context -> Response in
@@ -210,6 +213,27 @@ public struct OperationsAPI: Sendable {
 
     /// How often an idle event stream writes a comment.
     public static let heartbeat: Duration = .seconds(15)
+
+    func deadLetters(_ request: Request) async throws -> Response {
+        let parameters = request.uri.queryParameters
+        func time(_ name: String) throws -> Int64? {
+            guard let text = parameters.get(name) else { return nil }
+            guard let value = Int64(text), value >= 0 else {
+                throw APIError.badRequest("\(name): expected milliseconds since the epoch, got \(quotedText(String(text)))")
+            }
+            return value
+        }
+        let filter = DeadLetterFilter(reason: parameters.get("reason"), app: parameters.get("app"), since: try time("since"), until: try time("until"))
+        let page = try await control.deadLetters(filter, cursor: try cursor(request), limit: try limit(request))
+        let items: [JSON] = page.items.map { entry in
+            Self.object([
+                ("index", .int(entry.index)), ("ts", .int(entry.timestamp)), ("source", .string(entry.source)), ("position", .int(entry.position)),
+                ("reason", .string(entry.reason)), ("app", entry.app.map { .string($0) } ?? .null), ("seq", entry.seq.map { .int($0) } ?? .null),
+                ("line", Self.object([("bytes", .int(Int64(entry.bytes))), ("sha256", .string(entry.sha256)), ("head", .string(entry.head))])),
+            ])
+        }
+        return Response.json(["items": .array(items), "nextCursor": page.nextCursor.map { .string(String($0)) } ?? .null])
+    }
 
     func simulate(_ request: Request) async throws -> Response {
         let body = try await jsonBody(request)

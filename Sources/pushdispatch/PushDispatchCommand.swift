@@ -11,7 +11,7 @@ struct PushDispatchCommand: AsyncParsableCommand {
         subcommands: [
             DemoCommand.self, RunCommand.self, StatusCommand.self, MigrateCommand.self, ExportCommand.self, ImportCommand.self, ConfigCommand.self,
             SubscriptionsCommand.self, RulesCommand.self, CheckpointsCommand.self, PayloadCommand.self, DecodeCommand.self, ReplayCommand.self,
-            HistoryCommand.self, SendersCommand.self, RecoverCommand.self,
+            HistoryCommand.self, SendersCommand.self, RecoverCommand.self, DeadLetterCommand.self,
         ]
     )
 }

@@ -77,6 +77,7 @@ struct OperationsEndToEndTests {
                 #"{"seq":1,"app":"toto","op":"put","path":"/a","data":{"x":1}}"#,
                 #"{"seq":2,"app":"toto","op":"revoke","path":"/b","reason":"permission_denied"}"#,
                 #"{"seq":3,"app":"toto","op":"put","path":"/c","data":"hello","ts":\#(Int64(Date().timeIntervalSince1970 * 1000) - 5_000)}"#,
+                #"{"seq":4,"app":"toto","op":"merge","path":"/a","data":{"note":"a value that is no one's business"}}"#,
             ], to: folder)
 
         // The FCM device: 503, then delivered after the retry.
@@ -108,6 +109,16 @@ struct OperationsEndToEndTests {
         #expect(two["notifications"]?.arrayValue?.first?["subscription"]?.stringValue == doomed)
         #expect(try Self.ops(port, "/ops/v1/records/toto/x").status == 400)
 
+        // The refused line: listed with why, shown by its start, length and digest only.
+        try await ServiceEndToEndTests.eventually("the dead letter") { try Self.ops(port, "/ops/v1/deadletter").json["items"]?.arrayValue?.count == 1 }
+        let letters = try Self.ops(port, "/ops/v1/deadletter?app=toto&reason=op")
+        let letter = try #require(letters.json["items"]?.arrayValue?.first)
+        #expect(letter["seq"]?.integerValue == 4 && letter["source"]?.stringValue == "queue-file" && letter["reason"]?.stringValue?.contains("op") == true, "\(letter)")
+        #expect(letter["line"]?["bytes"]?.integerValue == 99 && letter["line"]?["sha256"]?.stringValue?.utf8.count == 12, "\(letter)")
+        #expect(!letters.json.description.contains("no one's business"), "a refused line's data is never shown whole")
+        #expect(try Self.ops(port, "/ops/v1/deadletter?reason=too_long").json["items"]?.arrayValue?.isEmpty == true)
+        #expect(try Self.ops(port, "/ops/v1/deadletter?since=\(Int64(Date().timeIntervalSince1970 * 1000) + 60_000)").json["items"]?.arrayValue?.isEmpty == true)
+
         // The same from the command line.
         let cli = try RunCommandTests.statusConfiguration(config, port: port, in: folder)
         let attempts = try Executable.run(["history", "--config", cli, "--app", "toto", "--subscription", mobile])
@@ -117,6 +128,8 @@ struct OperationsEndToEndTests {
         #expect(fate.status == 0 && fate.stdout.contains("nothing for subscription \(doomed): denied"), "\(fate.stdout)\(fate.stderr)")
         let search = try Executable.run(["history", "--config", cli, "--app", "toto", "--uid", "alice", "--path", "/a"])
         #expect(search.status == 0 && search.stdout.contains("ops-fc…0001 sha256:") && !search.stdout.contains(device), "\(search.stdout)")
+        let listedLetters = try Executable.run(["deadletter", "list", "--config", cli])
+        #expect(listedLetters.status == 0 && listedLetters.lines.count == 2 && listedLetters.lines[1].contains("\tqueue-file\t"), "\(listedLetters.stdout)")
         let bad = try Executable.run(["history", "--config", cli, "--record", "toto"])
         #expect(bad.status != 0 && bad.stderr.contains("--record: expected APP:SEQ"), "\(bad.stderr)")
 

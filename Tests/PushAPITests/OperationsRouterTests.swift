@@ -34,6 +34,9 @@ final class TestControl: OperationsControl, @unchecked Sendable {
         }
     }
     func watch() -> AsyncStream<DeliveryAttempt> { AsyncStream { $0.finish() } }
+    func deadLetters(_ filter: DeadLetterFilter, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeadLetterEntry> {
+        HistoryPage(items: [], nextCursor: nil)
+    }
     func simulate(app: String, path: String, auth: JSON) async throws -> JSON {
         guard app == "toto" else { throw RequestError(.invalid, "app: not configured") }
         let decision = ReadRules.authenticated.evaluate(path: try Path(path), auth: auth.isNull ? nil : auth, tree: DataTree(), now: now)
@@ -88,6 +91,8 @@ struct OperationsRouterTests {
                 (.get, "/ops/v1/records/toto/-1", nil, 400, "seq: expected a record's seq"),
                 (.get, "/ops/v1/records/toto/99999999999999999999", nil, 400, "seq: expected a record's seq"),
                 (.get, "/ops/v1/events?outcome=lost", nil, 400, "outcome: expected one of delivered, retry"),
+                (.get, "/ops/v1/deadletter?since=yesterday", nil, 400, "since: expected milliseconds since the epoch"),
+                (.get, "/ops/v1/deadletter?limit=0", nil, 400, "limit: expected 1 to 500"),
                 (.get, "/ops/v1/events?provider=sms", nil, 400, "provider: expected fcm, hms, apns, webpush or webhook"),
                 (.post, "/ops/v1/senders/resume", #"{"app":"toto"}"#, 400, "provider: required"),
                 (.post, "/ops/v1/senders/resume", #"{"app":"toto","provider":"sms"}"#, 400, "provider: expected fcm"),

@@ -201,6 +201,12 @@ until("the resume", lambda: "No sender is paused" in text() or "Resumed" in text
 until("no sender paused", lambda: "No sender is paused" in text())
 print("ok the paused sender was resumed from the page")
 
+# Dead letters: the page reads (none refused in this run, or some).
+driver.get(args.base + "/console#/deadletters")
+until("the dead letters", lambda: "Dead letters" in text() and ("No dead letter" in text() or driver.find_elements(By.ID, "deadletter-table")))
+accessible("dead letters")
+shot("deadletters")
+
 # Rules playground.
 driver.get(args.base + "/console#/rules")
 until("the playground", lambda: driver.find_elements(By.ID, "rules-app"))
@@ -218,10 +224,10 @@ body.send_keys(Keys.TAB)
 check(driver.switch_to.active_element.text == "Skip to content", "the first Tab reaches the skip link")
 body = driver.switch_to.active_element
 seen = []
-for _ in range(10):
+for _ in range(12):
     driver.switch_to.active_element.send_keys(Keys.TAB)
     seen.append(driver.switch_to.active_element.text)
-check(all(name in seen for name in ["Overview", "Live", "Subscriptions", "Records", "Senders", "Rules"]), f"every page is reachable by Tab {seen}")
+check(all(name in seen for name in ["Overview", "Live", "Subscriptions", "Records", "Senders", "Dead letters", "Rules"]), f"every page is reachable by Tab {seen}")
 
 # A phone: the overview still reads.
 driver.set_window_size(390, 844)

@@ -83,3 +83,58 @@ public struct DeadLetter: Sendable, Equatable {
     }
 }
 
+
+/// A dead letter as the operations API lists it (SPEC §13.3): where and why it was refused,
+/// and the line itself never whole (it holds a record's data): its length, the start of its
+/// SHA-256, its first characters, and its `app` and `seq` when it is a JSON object that names
+/// them.
+public struct DeadLetterEntry: Sendable, Equatable {
+    /// Its place in the files (the rotated one first): what `cursor` counts.
+    public var index: Int64
+    public var timestamp: Int64
+    public var source: String
+    public var position: Int64
+    public var reason: String
+    public var app: String?
+    public var seq: Int64?
+    public var bytes: Int
+    /// The first 12 hex digits of the line's SHA-256.
+    public var sha256: String
+    /// At most ``DeadLetterEntry/headCharacters`` characters of the line.
+    public var head: String
+
+    public static let headCharacters = 48
+
+    public init(
+        index: Int64, timestamp: Int64, source: String, position: Int64, reason: String, app: String?, seq: Int64?, bytes: Int, sha256: String,
+        head: String
+    ) {
+        self.index = index
+        self.timestamp = timestamp
+        self.source = source
+        self.position = position
+        self.reason = reason
+        self.app = app
+        self.seq = seq
+        self.bytes = bytes
+        self.sha256 = sha256
+        self.head = head
+    }
+}
+
+/// Which dead letters to list.
+public struct DeadLetterFilter: Sendable, Equatable {
+    /// A reason's label (`too_long`, `not_json`, `invalid_seq`, …): the reason text starts with it.
+    public var reason: String?
+    public var app: String?
+    /// Refused at or after / before this time (milliseconds since the epoch).
+    public var since: Int64?
+    public var until: Int64?
+
+    public init(reason: String? = nil, app: String? = nil, since: Int64? = nil, until: Int64? = nil) {
+        self.reason = reason
+        self.app = app
+        self.since = since
+        self.until = until
+    }
+}

@@ -87,4 +87,18 @@ public enum HistoryTable {
         }
         return lines.joined(separator: "\n") + "\n"
     }
+
+    /// Dead letters (`GET /ops/v1/deadletter`). `first`: the first page (an empty one says so).
+    public static func deadLetters(_ items: [JSON], first: Bool = true) -> String {
+        guard !items.isEmpty else { return first ? "no dead letter\n" : "" }
+        var lines = first ? ["AT\tSOURCE\tPOSITION\tAPP\tSEQ\tBYTES\tSHA256\tREASON"] : []
+        for item in items {
+            lines.append(
+                [
+                    time(item["ts"]?.integerValue), text(item["source"]), text(item["position"]), text(item["app"]), text(item["seq"]),
+                    text(item["line"]?["bytes"]), text(item["line"]?["sha256"]), text(item["reason"]),
+                ].joined(separator: "\t"))
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
 }

@@ -17,6 +17,8 @@ struct OperationsConsole: OperationsControl {
     let trees: any TreeSource
     let clock: any ServiceClock
     let historyLimits: HistoryLimits
+    /// `ingest.deadLetter`.
+    let deadLetterPath: String
 
     var history: any HistoryStore { store }
     var now: Int64 { clock.now }
@@ -78,6 +80,11 @@ struct OperationsConsole: OperationsControl {
 
     func resume(app: String, kind: SubscriptionKind, destination: String?) -> Bool {
         dispatcher.resume(SenderKey(app: app, kind: kind, destination: destination))
+    }
+
+    func deadLetters(_ filter: DeadLetterFilter, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeadLetterEntry> {
+        let reader = DeadLetterReader(path: deadLetterPath)
+        return try await Task.detached { try reader.page(filter, cursor: cursor, limit: limit) }.value
     }
 
     func watch() -> AsyncStream<DeliveryAttempt> {

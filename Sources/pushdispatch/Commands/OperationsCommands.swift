@@ -231,3 +231,52 @@ struct RecoverCommand: AsyncParsableCommand {
         print("recovered \(answer.json["recovered"]?.integerValue ?? 0) notification(s)")
     }
 }
+
+struct DeadLetterCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "deadletter",
+        abstract: "The dead letters of a running service: the lines it refused, and why (SPEC §13).",
+        subcommands: [List.self]
+    )
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "The refused lines of this instance's dead-letter file, oldest first; the lines shown by their length, digest and start.")
+        @OptionGroup var service: ServiceAddressOptions
+        @Option(help: "Only those whose reason contains this text.")
+        var reason: String?
+        @Option(help: "Only the records of this application.")
+        var app: String?
+        @Option(help: "Refused at or after this time: ISO 8601, or milliseconds since the epoch.")
+        var since: String?
+        @Option(help: "Refused before this time: ISO 8601, or milliseconds since the epoch.")
+        var until: String?
+        @Flag(help: "Print the API's JSON instead of the table.")
+        var json = false
+
+        func validate() throws {
+            if let since { _ = try RecoverCommand.milliseconds(since) }
+            if let until { _ = try RecoverCommand.milliseconds(until) }
+        }
+
+        func run() async throws {
+            var query = ["limit=500"]
+            if let reason { query.append("reason=\(queryValue(reason))") }
+            if let app { query.append("app=\(queryValue(app))") }
+            if let since { query.append("since=\(try RecoverCommand.milliseconds(since))") }
+            if let until { query.append("until=\(try RecoverCommand.milliseconds(until))") }
+            var cursor: String?
+            var first = true
+            repeat {
+                let answer = try await service.request("/ops/v1/deadletter?" + query.joined(separator: "&") + (cursor.map { "&cursor=\($0)" } ?? ""))
+                if json {
+                    print(String(decoding: answer.raw, as: UTF8.self))
+                } else {
+                    print(HistoryTable.deadLetters(answer.json["items"]?.arrayValue ?? [], first: first), terminator: "")
+                }
+                first = false
+                cursor = answer.json["nextCursor"]?.stringValue
+            } while cursor != nil
+        }
+    }
+}
