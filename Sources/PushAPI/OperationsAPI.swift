@@ -51,6 +51,9 @@ public protocol OperationsControl: Sendable {
     func simulate(app: String, path: String, auth: JSON) async throws -> JSON
     /// This instance's dead letters matching `filter`, oldest first.
     func deadLetters(_ filter: DeadLetterFilter, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeadLetterEntry>
+    /// Checks the dead letters matching `filter` again as the service now would, and (unless
+    /// `dryRun`) applies those now valid, once each, in their order.
+    func redrive(_ filter: DeadLetterFilter, dryRun: Bool) async throws -> RedriveResult
 }
 
 /// The operations API under `/ops/v1` (SPEC §13.3): read the delivery history, find
@@ -84,6 +87,7 @@ public struct OperationsAPI: Sendable {
             (.get, "ops/v1/events", { request, _ in try events(request) }),
             (.post, "ops/v1/rules/simulate", { request, _ in try await simulate(request) }),
             (.get, "ops/v1/deadletter", { request, _ in try await deadLetters(request) }),
+            (.post, "ops/v1/deadletter/redrive", { request, _ in try await redrive(request) }),
         ]
         for (method, path, handler) in routes {
             router.on(RouterPath(path), method: method) { request, context -> Response in
@@ -233,6 +237,27 @@ public struct OperationsAPI: Sendable {
             ])
         }
         return Response.json(["items": .array(items), "nextCursor": page.nextCursor.map { .string(String($0)) } ?? .null])
+    }
+
+    func redrive(_ request: Request) async throws -> Response {
+        let body = try await jsonBody(request)
+        func time(_ key: String) throws -> Int64? {
+            guard let value = body[key], !value.isNull else { return nil }
+            guard let number = value.integerValue, number >= 0 else { throw APIError.badRequest("\(key): expected milliseconds since the epoch") }
+            return number
+        }
+        var dryRun = false
+        if let value = body["dryRun"], !value.isNull {
+            guard let flag = value.boolValue else { throw APIError.badRequest("dryRun: expected true or false") }
+            dryRun = flag
+        }
+        let filter = DeadLetterFilter(
+            reason: try optionalString(body, "reason"), app: try optionalString(body, "app"), since: try time("since"), until: try time("until"))
+        let result = try await control.redrive(filter, dryRun: dryRun)
+        return Response.json([
+            "dryRun": .bool(dryRun), "applied": .int(Int64(result.applied)), "refused": .int(Int64(result.refused)),
+            "alreadyRedriven": .int(Int64(result.alreadyRedriven)), "notRedrivable": .int(Int64(result.notRedrivable)),
+        ])
     }
 
     func simulate(_ request: Request) async throws -> Response {

@@ -58,6 +58,14 @@ struct OperationsEndToEndTests {
         fakes.script(device, [.recorded("fcm-unavailable"), .normal])
         fakes.script("webhook:orders", [.status(401, body: "no"), .normal])
 
+        // A line an earlier version refused by a defect since fixed: valid now, for redrive.
+        let fixed = #"{"seq":90,"app":"toto","op":"put","path":"/a","data":{"redriven":true}}"#
+        var earlier = JSONWriter()
+        earlier.write([
+            "ts": .int(Int64(Date().timeIntervalSince1970 * 1000) - 60_000), "source": "queue-file", "position": 0,
+            "reason": "path: an earlier version refused it by a defect", "line": .string(fixed),
+        ])
+        try Data((String(decoding: earlier.bytes, as: UTF8.self) + "\n").utf8).write(to: folder.appendingPathComponent("dead.ndjson"))
         let service = try RunningService(config: config)
         defer { _ = service.stop() }
         let port = try await service.port()
@@ -110,7 +118,7 @@ struct OperationsEndToEndTests {
         #expect(try Self.ops(port, "/ops/v1/records/toto/x").status == 400)
 
         // The refused line: listed with why, shown by its start, length and digest only.
-        try await ServiceEndToEndTests.eventually("the dead letter") { try Self.ops(port, "/ops/v1/deadletter").json["items"]?.arrayValue?.count == 1 }
+        try await ServiceEndToEndTests.eventually("the dead letter") { try Self.ops(port, "/ops/v1/deadletter").json["items"]?.arrayValue?.count == 2 }
         let letters = try Self.ops(port, "/ops/v1/deadletter?app=toto&reason=op")
         let letter = try #require(letters.json["items"]?.arrayValue?.first)
         #expect(letter["seq"]?.integerValue == 4 && letter["source"]?.stringValue == "queue-file" && letter["reason"]?.stringValue?.contains("op") == true, "\(letter)")
@@ -129,7 +137,20 @@ struct OperationsEndToEndTests {
         let search = try Executable.run(["history", "--config", cli, "--app", "toto", "--uid", "alice", "--path", "/a"])
         #expect(search.status == 0 && search.stdout.contains("ops-fc…0001 sha256:") && !search.stdout.contains(device), "\(search.stdout)")
         let listedLetters = try Executable.run(["deadletter", "list", "--config", cli])
-        #expect(listedLetters.status == 0 && listedLetters.lines.count == 2 && listedLetters.lines[1].contains("\tqueue-file\t"), "\(listedLetters.stdout)")
+        #expect(listedLetters.status == 0 && listedLetters.lines.count == 3 && listedLetters.lines[2].contains("\tqueue-file\t"), "\(listedLetters.stdout)")
+        // Redrive: the line valid now is applied once (delivered to the device), the other stays.
+        let dry = try Self.ops(port, "/ops/v1/deadletter/redrive", post: #"{"dryRun":true}"#).json
+        #expect(dry["applied"]?.integerValue == 1 && dry["refused"]?.integerValue == 1, "\(dry)")
+        let redriven = try Executable.run(["deadletter", "redrive", "--config", cli])
+        #expect(redriven.status == 0 && redriven.stdout.hasPrefix("applied 1, still refused 1, redriven before 0"), "\(redriven.stdout)\(redriven.stderr)")
+        // (The device's payloads are v2, sealed: its delivery is read from the record's fate.)
+        try await ServiceEndToEndTests.eventually("the redriven record delivered") {
+            let fate = try Self.ops(port, "/ops/v1/records/toto/90").json
+            return fate["notifications"]?.arrayValue?.first?["attempts"]?.arrayValue?.first?["outcome"]?.stringValue == "delivered"
+                && fate["notifications"]?.arrayValue?.first?["subscription"]?.stringValue == mobile
+        }
+        let again = try Self.ops(port, "/ops/v1/deadletter/redrive", post: "{}").json
+        #expect(again["applied"]?.integerValue == 0 && again["alreadyRedriven"]?.integerValue == 1 && again["refused"]?.integerValue == 1, "\(again)")
         let bad = try Executable.run(["history", "--config", cli, "--record", "toto"])
         #expect(bad.status != 0 && bad.stderr.contains("--record: expected APP:SEQ"), "\(bad.stderr)")
 

@@ -37,6 +37,7 @@ final class TestControl: OperationsControl, @unchecked Sendable {
     func deadLetters(_ filter: DeadLetterFilter, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeadLetterEntry> {
         HistoryPage(items: [], nextCursor: nil)
     }
+    func redrive(_ filter: DeadLetterFilter, dryRun: Bool) async throws -> RedriveResult { RedriveResult() }
     func simulate(app: String, path: String, auth: JSON) async throws -> JSON {
         guard app == "toto" else { throw RequestError(.invalid, "app: not configured") }
         let decision = ReadRules.authenticated.evaluate(path: try Path(path), auth: auth.isNull ? nil : auth, tree: DataTree(), now: now)
@@ -93,6 +94,8 @@ struct OperationsRouterTests {
                 (.get, "/ops/v1/events?outcome=lost", nil, 400, "outcome: expected one of delivered, retry"),
                 (.get, "/ops/v1/deadletter?since=yesterday", nil, 400, "since: expected milliseconds since the epoch"),
                 (.get, "/ops/v1/deadletter?limit=0", nil, 400, "limit: expected 1 to 500"),
+                (.post, "/ops/v1/deadletter/redrive", #"{"dryRun":"yes"}"#, 400, "dryRun: expected true or false"),
+                (.post, "/ops/v1/deadletter/redrive", #"{"since":"today"}"#, 400, "since: expected milliseconds"),
                 (.get, "/ops/v1/events?provider=sms", nil, 400, "provider: expected fcm, hms, apns, webpush or webhook"),
                 (.post, "/ops/v1/senders/resume", #"{"app":"toto"}"#, 400, "provider: required"),
                 (.post, "/ops/v1/senders/resume", #"{"app":"toto","provider":"sms"}"#, 400, "provider: expected fcm"),

@@ -205,6 +205,8 @@ print("ok the paused sender was resumed from the page")
 driver.get(args.base + "/console#/deadletters")
 until("the dead letters", lambda: "Dead letters" in text() and ("No dead letter" in text() or driver.find_elements(By.ID, "deadletter-table")))
 accessible("dead letters")
+driver.find_element(By.ID, "deadletter-check").click()
+until("the dry run's answer", lambda: "Would apply" in driver.find_element(By.ID, "deadletter-message").text)
 shot("deadletters")
 
 # Rules playground.

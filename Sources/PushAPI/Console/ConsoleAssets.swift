@@ -369,11 +369,21 @@ enum ConsoleAssets {
 
         async function deadletters() {
           const data = await api("/ops/v1/deadletter?limit=500");
+          const message = el("p", { role: "status", id: "deadletter-message" });
+          const redrive = async (dryRun) => {
+            try {
+              const r = await api("/ops/v1/deadletter/redrive", { body: { dryRun } });
+              message.textContent = `${dryRun ? "Would apply" : "Applied"} ${r.applied}; still refused ${r.refused}; redriven before ${r.alreadyRedriven}; refused for their seq (never redriven) ${r.notRedrivable}.`;
+            } catch (error) { message.textContent = String(error.message); }
+          };
           const rows = data.items.map((d) => el("tr", {}, el("td", {}, time(d.ts)), el("td", {}, d.source), el("td", { class: "num" }, d.position),
             el("td", {}, d.app ?? "–"), el("td", { class: "num" }, d.seq ?? "–"), el("td", { class: "mono" }, d.reason),
             el("td", { class: "mono" }, `${d.line.head}${d.line.bytes > d.line.head.length ? "…" : ""} (${d.line.bytes} bytes, sha256 ${d.line.sha256})`)));
           render(el("h2", {}, "Dead letters"),
-            el("p", { class: "muted" }, "Lines this instance refused at ingestion, oldest first, and why. A line is shown by its start, length and digest: it holds a record's data."),
+            el("p", { class: "muted" }, "Lines this instance refused at ingestion, oldest first, and why. A line is shown by its start, length and digest: it holds a record's data. After a fix (a limit raised, a new version), Redrive applies those that pass now, once each, in order."),
+            el("p", {}, el("button", { type: "button", class: "secondary", id: "deadletter-check", onclick: () => redrive(true) }, "Check (dry run)"), " ",
+              el("button", { type: "button", id: "deadletter-redrive", onclick: () => redrive(false) }, "Redrive")),
+            message,
             rows.length ? el("div", { class: "scroll" }, el("table", { id: "deadletter-table" },
               el("thead", {}, el("tr", {}, ["When", "Source", "Position", "App", "Seq", "Reason", "Line"].map((t) => el("th", { scope: "col" }, t)))),
               el("tbody", {}, rows))) : el("p", {}, "No dead letter."),

@@ -138,3 +138,19 @@ public struct DeadLetterFilter: Sendable, Equatable {
         self.until = until
     }
 }
+
+/// What a redrive of dead letters did (`POST /ops/v1/deadletter/redrive`).
+public struct RedriveResult: Sendable, Equatable {
+    /// Valid now, and applied (with `dryRun`: would be).
+    public var applied = 0
+    /// Still refused (the same checks as a source's line, but the order of `seq`), or refused
+    /// when applied.
+    public var refused = 0
+    /// Redriven before: applied once already.
+    public var alreadyRedriven = 0
+    /// Refused for their `seq` (a resend of a record already applied, or out of order): never
+    /// redriven, since applying them would apply a record twice or out of order.
+    public var notRedrivable = 0
+
+    public init() {}
+}

@@ -16,6 +16,17 @@ struct DeadLetterReader {
     /// `limit`; the next cursor when more match.
     func page(_ filter: DeadLetterFilter, cursor: Int64?, limit: Int) throws -> HistoryPage<DeadLetterEntry> {
         var items: [DeadLetterEntry] = []
+        let more = try each(filter, cursor: cursor) { entry, _ in
+            guard items.count < limit else { return false }
+            items.append(entry)
+            return true
+        }
+        return HistoryPage(items: items, nextCursor: more ? items.last?.index : nil)
+    }
+
+    /// Calls `body` with each entry matching `filter` after `cursor`, and the line it holds
+    /// (whole, as the file keeps it), in order, while it returns true; whether it stopped early.
+    func each(_ filter: DeadLetterFilter, cursor: Int64? = nil, _ body: (DeadLetterEntry, [UInt8]) throws -> Bool) throws -> Bool {
         var more = false
         var index: Int64 = -1
         for file in files where FileManager.default.fileExists(atPath: file) {
@@ -33,18 +44,17 @@ struct DeadLetterReader {
                     guard !line.isEmpty else { continue }
                     index += 1
                     if let cursor, index <= cursor { continue }
-                    guard let entry = Self.entry(line, index: index), Self.matches(entry, filter) else { continue }
-                    if items.count == limit {
+                    guard let (entry, text) = Self.letter(line, index: index), Self.matches(entry, filter) else { continue }
+                    if try !body(entry, Array(text.utf8)) {
                         more = true
                         break
                     }
-                    items.append(entry)
                 }
                 buffer.removeFirst(start)
             }
             if more { break }
         }
-        return HistoryPage(items: items, nextCursor: more ? items.last?.index : nil)
+        return more
     }
 
     static func matches(_ entry: DeadLetterEntry, _ filter: DeadLetterFilter) -> Bool {
@@ -55,14 +65,37 @@ struct DeadLetterReader {
         return true
     }
 
-    /// An entry of the file's line `bytes` (`nil`: not one the service wrote).
-    static func entry(_ bytes: [UInt8], index: Int64) -> DeadLetterEntry? {
+    /// An entry of the file's line `bytes`, and the refused line (`nil`: not one the service
+    /// wrote).
+    static func letter(_ bytes: [UInt8], index: Int64) -> (DeadLetterEntry, String)? {
         guard let letter = try? JSONParser.parse(bytes), let line = letter["line"]?.stringValue else { return nil }
         let record = try? JSONParser.parse(Array(line.utf8))
         let digest = OperationsAPI.redacted(line)["sha256"]?.stringValue ?? ""
-        return DeadLetterEntry(
+        let entry = DeadLetterEntry(
             index: index, timestamp: letter["ts"]?.integerValue ?? 0, source: letter["source"]?.stringValue ?? "",
             position: letter["position"]?.integerValue ?? 0, reason: letter["reason"]?.stringValue ?? "", app: record?["app"]?.stringValue,
             seq: record?["seq"]?.integerValue, bytes: line.utf8.count, sha256: digest, head: String(line.prefix(DeadLetterEntry.headCharacters)))
+        return (entry, line)
+    }
+
+    /// A queue-file line refused as too long was kept only up to the limit then in force: the
+    /// whole line, read again from the queue file at its position when the file still holds
+    /// it there (it begins with what was kept); `nil` otherwise.
+    static func wholeLine(queueFile: String, position: Int64, kept: [UInt8], limit: Int) -> [UInt8]? {
+        guard position >= 0, let handle = FileHandle(forReadingAtPath: queueFile) else { return nil }
+        defer { try? handle.close() }
+        do {
+            try handle.seek(toOffset: UInt64(position))
+            var line: [UInt8] = []
+            while line.count <= limit {
+                guard let chunk = try handle.read(upToCount: 1 << 20), !chunk.isEmpty else { break }
+                if let newline = chunk.firstIndex(of: UInt8(ascii: "\n")) {
+                    line += chunk[chunk.startIndex..<newline]
+                    return line.starts(with: kept) && line.count <= limit ? line : nil
+                }
+                line += chunk
+            }
+        } catch {}
+        return nil
     }
 }

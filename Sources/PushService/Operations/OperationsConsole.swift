@@ -19,6 +19,14 @@ struct OperationsConsole: OperationsControl {
     let historyLimits: HistoryLimits
     /// `ingest.deadLetter`.
     let deadLetterPath: String
+    /// `ingest.queueFile` (a too-long line is read again from it), `ingest.maxRecordBytes`.
+    let queueFile: String?
+    let maxRecordBytes: Int
+    /// Where redriven lines go: the sources' queue, as a line read from a source of its own.
+    let queue: IngestQueue
+    /// The sources' checkpoints: a redriven line leaves one (`redrive/<digest>`), so it is
+    /// applied once.
+    let checkpoints: any IngestStore
 
     var history: any HistoryStore { store }
     var now: Int64 { clock.now }
@@ -85,6 +93,69 @@ struct OperationsConsole: OperationsControl {
     func deadLetters(_ filter: DeadLetterFilter, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeadLetterEntry> {
         let reader = DeadLetterReader(path: deadLetterPath)
         return try await Task.detached { try reader.page(filter, cursor: cursor, limit: limit) }.value
+    }
+
+    func redrive(_ filter: DeadLetterFilter, dryRun: Bool) async throws -> RedriveResult {
+        let reader = DeadLetterReader(path: deadLetterPath)
+        let (queueFile, limit) = (self.queueFile, maxRecordBytes)
+        // The letters, with their whole lines where they can be had again.
+        let letters = try await Task.detached { () throws -> [(DeadLetterEntry, [UInt8])] in
+            var letters: [(DeadLetterEntry, [UInt8])] = []
+            _ = try reader.each(filter) { entry, line in
+                var whole = line
+                if entry.source == "queue-file", let queueFile,
+                    let again = DeadLetterReader.wholeLine(queueFile: queueFile, position: entry.position, kept: line, limit: limit)
+                {
+                    whole = again
+                }
+                letters.append((entry, whole))
+                return true
+            }
+            return letters
+        }.value
+        let redriven = Set(try await checkpoints.checkpoints().compactMap { checkpoint -> String? in
+            guard let range = checkpoint.source.range(of: "redrive/") else { return nil }
+            return String(checkpoint.source[range.upperBound...])
+        })
+        var result = RedriveResult()
+        for (entry, line) in letters {
+            let digest = Self.digest(line)
+            if redriven.contains(digest) {
+                result.alreadyRedriven += 1
+                continue
+            }
+            // Refused for its place in the source's order: a resend, or out of order. Never
+            // applied again.
+            if entry.reason.hasPrefix("seq "), entry.reason.contains("last accepted") || entry.reason.contains("accepted already") {
+                result.notRedrivable += 1
+                continue
+            }
+            guard line.count <= maxRecordBytes, (try? ChangeRecord.parse(line)) != nil else {
+                result.refused += 1
+                continue
+            }
+            if dryRun {
+                result.applied += 1
+                continue
+            }
+            // A source of its own per letter: its order is no source's, and its checkpoint says
+            // it was applied (a second redrive refuses it as a repeat).
+            let ack = IngestAck()
+            guard await queue.send(IngestLine(bytes: line, source: "redrive/" + digest, position: entry.position, ack: ack)) else {
+                throw RequestError(.notConfigured, "the service is stopping: nothing more is taken in")
+            }
+            switch await ack.result() {
+            case .accepted: result.applied += 1
+            case .rejected: result.refused += 1
+            }
+        }
+        return result
+    }
+
+    /// The first 12 hex digits of a line's SHA-256 (as a device token's are shown): its redrive
+    /// source's name.
+    static func digest(_ line: [UInt8]) -> String {
+        OperationsAPI.redacted(String(decoding: line, as: UTF8.self))["sha256"]?.stringValue ?? ""
     }
 
     func watch() -> AsyncStream<DeliveryAttempt> {

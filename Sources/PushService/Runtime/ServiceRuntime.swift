@@ -106,7 +106,8 @@ public struct ServiceRuntime: Sendable {
                 ingest: ingestCounters, cluster: processing.cluster)
             let console = OperationsConsole(
                 store: store, dispatcher: dispatcher, operations: operations, rules: applications.mapValues(\.readRules), trees: trees, clock: clock,
-                historyLimits: configuration.operations.history, deadLetterPath: configuration.ingest.deadLetter)
+                historyLimits: configuration.operations.history, deadLetterPath: configuration.ingest.deadLetter,
+                queueFile: configuration.ingest.queueFile, maxRecordBytes: configuration.ingest.maxRecordBytes, queue: queue, checkpoints: store)
             let server = APIServer(
                 configuration: configuration, applications: applications.mapValues { $0.api(trees: trees, clock: clock) }, store: store,
                 index: registry, clock: clock,

@@ -236,8 +236,48 @@ struct DeadLetterCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "deadletter",
         abstract: "The dead letters of a running service: the lines it refused, and why (SPEC §13).",
-        subcommands: [List.self]
+        subcommands: [List.self, Redrive.self]
     )
+
+    struct Redrive: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Check the dead letters again as the service now would; apply those now valid, once each, in their order.",
+            discussion: """
+                After a fix (ingest.maxRecordBytes raised, a new version), the refused lines that pass now are \
+                applied whatever their source's watermark (they never were), each once: a second redrive \
+                finds them redriven. Lines refused for their seq (a resend, out of order) are never applied. \
+                --dry-run only counts.
+                """)
+        @OptionGroup var service: ServiceAddressOptions
+        @Option(help: "Only those whose reason contains this text.")
+        var reason: String?
+        @Option(help: "Only the records of this application.")
+        var app: String?
+        @Option(help: "Refused at or after this time: ISO 8601, or milliseconds since the epoch.")
+        var since: String?
+        @Option(help: "Refused before this time: ISO 8601, or milliseconds since the epoch.")
+        var until: String?
+        @Flag(help: "Count what would be applied; apply nothing.")
+        var dryRun = false
+
+        func validate() throws {
+            if let since { _ = try RecoverCommand.milliseconds(since) }
+            if let until { _ = try RecoverCommand.milliseconds(until) }
+        }
+
+        func run() async throws {
+            var members: [(Key, JSON)] = [(Key("dryRun"), .bool(dryRun))]
+            if let reason { members.append((Key("reason"), .string(reason))) }
+            if let app { members.append((Key("app"), .string(app))) }
+            if let since { members.append((Key("since"), .int(try RecoverCommand.milliseconds(since)))) }
+            if let until { members.append((Key("until"), .int(try RecoverCommand.milliseconds(until)))) }
+            let answer = try await service.request("/ops/v1/deadletter/redrive", body: .object(JSONObject(members)))
+            let count = { (key: String) in answer.json[key]?.integerValue ?? 0 }
+            print(
+                "\(dryRun ? "would apply" : "applied") \(count("applied")), still refused \(count("refused")), redriven before \(count("alreadyRedriven")), "
+                    + "refused for their seq (never redriven) \(count("notRedrivable"))")
+        }
+    }
 
     struct List: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
