@@ -56,7 +56,7 @@ public struct ConsoleRoutes: Sendable {
         router.post("console/session") { request, _ -> Response in
             if let refusal = gate.closed() { return refusal }
             guard let token = gate.token else { return Self.json(["signedIn": true, "open": true]) }
-            let buffer = try await request.body.collect(upTo: 4_096)
+            let buffer = try await request.body.collect(upTo: OperationsAPI.maxBodyBytes)
             let given = (try? JSONParser.parse(Array(buffer.readableBytesView)))?["token"]?.stringValue ?? ""
             guard OperationsRoutes.same(Array(given.utf8), Array(token.utf8)) else {
                 return Response.json(status: .unauthorized, ["error": "unauthorized", "message": "the operations token is not the one configured (http.operationsToken)"])

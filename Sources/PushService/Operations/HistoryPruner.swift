@@ -22,23 +22,28 @@ struct HistoryPruner: Service {
     }
 
     func run() async throws {
-        // A service that returns ends the group: this one runs until the service stops.
+        await prune()
+        // Off: what an earlier run kept is gone; nothing more to do until the stop (a service
+        // that returns ends the group).
+        guard limits.isOn else {
+            try? await gracefulShutdown()
+            return
+        }
         await cancelWhenGracefulShutdown {
             while !Task.isCancelled {
-                do {
-                    let removed = try await store.pruneHistory(now: clock.now, limits: limits)
-                    if removed > 0 { logger.info("delivery history pruned", metadata: ["rows": "\(removed)"]) }
-                } catch {
-                    if Task.isCancelled { return }
-                    logger.warning("the delivery history cannot be pruned; trying again later", metadata: ["error": "\(error)"])
-                }
-                if !limits.isOn {
-                    // Nothing more to do: wait for the stop.
-                    while !Task.isCancelled { try? await Task.sleep(for: .seconds(3600)) }
-                    return
-                }
                 do { try await clock.sleep(for: interval) } catch { return }
+                await prune()
             }
+        }
+    }
+
+    func prune() async {
+        do {
+            let removed = try await store.pruneHistory(now: clock.now, limits: limits)
+            if removed > 0 { logger.info("delivery history pruned", metadata: ["rows": "\(removed)"]) }
+        } catch {
+            if Task.isCancelled { return }
+            logger.warning("the delivery history cannot be pruned; trying again later", metadata: ["error": "\(error)"])
         }
     }
 }

@@ -98,26 +98,41 @@ struct OperationsConsole: OperationsControl {
     func redrive(_ filter: DeadLetterFilter, dryRun: Bool) async throws -> RedriveResult {
         let reader = DeadLetterReader(path: deadLetterPath)
         let (queueFile, limit) = (self.queueFile, maxRecordBytes)
-        // The letters, with their whole lines where they can be had again.
-        let letters = try await Task.detached { () throws -> [(DeadLetterEntry, [UInt8])] in
-            var letters: [(DeadLetterEntry, [UInt8])] = []
-            _ = try reader.each(filter) { entry, line in
-                var whole = line
-                if entry.source == "queue-file", let queueFile,
-                    let again = DeadLetterReader.wholeLine(queueFile: queueFile, position: entry.position, kept: line, limit: limit)
-                {
-                    whole = again
-                }
-                letters.append((entry, whole))
-                return true
-            }
-            return letters
-        }.value
         let redriven = Set(try await checkpoints.checkpoints().compactMap { checkpoint -> String? in
             guard let range = checkpoint.source.range(of: "redrive/") else { return nil }
             return String(checkpoint.source[range.upperBound...])
         })
         var result = RedriveResult()
+        // The letters a page at a time (a dead-letter file may hold a gigabyte), each with its
+        // whole line where it can be had again.
+        var cursor: Int64?
+        repeat {
+            let after = cursor
+            let (letters, more) = try await Task.detached { () throws -> ([(DeadLetterEntry, [UInt8])], Bool) in
+                var letters: [(DeadLetterEntry, [UInt8])] = []
+                let more = try reader.each(filter, cursor: after) { entry, line in
+                    guard letters.count < Self.redrivePage else { return false }
+                    var whole = line
+                    if entry.source == "queue-file", let queueFile,
+                        let again = DeadLetterReader.wholeLine(queueFile: queueFile, position: entry.position, kept: line, limit: limit)
+                    {
+                        whole = again
+                    }
+                    letters.append((entry, whole))
+                    return true
+                }
+                return (letters, more)
+            }.value
+            try await redrive(letters, redriven: redriven, dryRun: dryRun, into: &result)
+            cursor = more ? letters.last?.0.index : nil
+        } while cursor != nil
+        return result
+    }
+
+    /// Letters read at once by a redrive.
+    static let redrivePage = 256
+
+    func redrive(_ letters: [(DeadLetterEntry, [UInt8])], redriven: Set<String>, dryRun: Bool, into result: inout RedriveResult) async throws {
         for (entry, line) in letters {
             let digest = Self.digest(line)
             if redriven.contains(digest) {
@@ -149,7 +164,6 @@ struct OperationsConsole: OperationsControl {
             case .rejected: result.refused += 1
             }
         }
-        return result
     }
 
     /// The first 12 hex digits of a line's SHA-256 (as a device token's are shown): its redrive

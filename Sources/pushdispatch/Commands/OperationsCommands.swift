@@ -232,6 +232,30 @@ struct RecoverCommand: AsyncParsableCommand {
     }
 }
 
+/// Which dead letters (`deadletter list` and `redrive`): the API's filter.
+struct DeadLetterFilterOptions: ParsableArguments {
+    @Option(help: "Only those whose reason contains this text.")
+    var reason: String?
+    @Option(help: "Only the records of this application.")
+    var app: String?
+    @Option(help: "Refused at or after this time: ISO 8601, or milliseconds since the epoch.")
+    var since: String?
+    @Option(help: "Refused before this time: ISO 8601, or milliseconds since the epoch.")
+    var until: String?
+
+    func validate() throws { _ = try fields() }
+
+    /// The filter's fields as the API names them (times in milliseconds).
+    func fields() throws -> [(name: String, value: JSON)] {
+        var fields: [(name: String, value: JSON)] = []
+        if let reason { fields.append(("reason", .string(reason))) }
+        if let app { fields.append(("app", .string(app))) }
+        if let since { fields.append(("since", .int(try RecoverCommand.milliseconds(since)))) }
+        if let until { fields.append(("until", .int(try RecoverCommand.milliseconds(until)))) }
+        return fields
+    }
+}
+
 struct DeadLetterCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "deadletter",
@@ -249,28 +273,12 @@ struct DeadLetterCommand: AsyncParsableCommand {
                 --dry-run only counts.
                 """)
         @OptionGroup var service: ServiceAddressOptions
-        @Option(help: "Only those whose reason contains this text.")
-        var reason: String?
-        @Option(help: "Only the records of this application.")
-        var app: String?
-        @Option(help: "Refused at or after this time: ISO 8601, or milliseconds since the epoch.")
-        var since: String?
-        @Option(help: "Refused before this time: ISO 8601, or milliseconds since the epoch.")
-        var until: String?
+        @OptionGroup var filter: DeadLetterFilterOptions
         @Flag(help: "Count what would be applied; apply nothing.")
         var dryRun = false
 
-        func validate() throws {
-            if let since { _ = try RecoverCommand.milliseconds(since) }
-            if let until { _ = try RecoverCommand.milliseconds(until) }
-        }
-
         func run() async throws {
-            var members: [(Key, JSON)] = [(Key("dryRun"), .bool(dryRun))]
-            if let reason { members.append((Key("reason"), .string(reason))) }
-            if let app { members.append((Key("app"), .string(app))) }
-            if let since { members.append((Key("since"), .int(try RecoverCommand.milliseconds(since)))) }
-            if let until { members.append((Key("until"), .int(try RecoverCommand.milliseconds(until)))) }
+            let members = [(Key("dryRun"), JSON.bool(dryRun))] + (try filter.fields()).map { (Key($0.name), $0.value) }
             let answer = try await service.request("/ops/v1/deadletter/redrive", body: .object(JSONObject(members)))
             let count = { (key: String) in answer.json[key]?.integerValue ?? 0 }
             print(
@@ -283,28 +291,12 @@ struct DeadLetterCommand: AsyncParsableCommand {
         static let configuration = CommandConfiguration(
             abstract: "The refused lines of this instance's dead-letter file, oldest first; the lines shown by their length, digest and start.")
         @OptionGroup var service: ServiceAddressOptions
-        @Option(help: "Only those whose reason contains this text.")
-        var reason: String?
-        @Option(help: "Only the records of this application.")
-        var app: String?
-        @Option(help: "Refused at or after this time: ISO 8601, or milliseconds since the epoch.")
-        var since: String?
-        @Option(help: "Refused before this time: ISO 8601, or milliseconds since the epoch.")
-        var until: String?
+        @OptionGroup var filter: DeadLetterFilterOptions
         @Flag(help: "Print the API's JSON instead of the table.")
         var json = false
 
-        func validate() throws {
-            if let since { _ = try RecoverCommand.milliseconds(since) }
-            if let until { _ = try RecoverCommand.milliseconds(until) }
-        }
-
         func run() async throws {
-            var query = ["limit=500"]
-            if let reason { query.append("reason=\(queryValue(reason))") }
-            if let app { query.append("app=\(queryValue(app))") }
-            if let since { query.append("since=\(try RecoverCommand.milliseconds(since))") }
-            if let until { query.append("until=\(try RecoverCommand.milliseconds(until))") }
+            let query = ["limit=500"] + (try filter.fields()).map { name, value in "\(name)=\(value.stringValue.map(queryValue) ?? value.description)" }
             var cursor: String?
             var first = true
             repeat {
