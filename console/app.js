@@ -24,6 +24,13 @@ function time(ms) {
   return new Date(ms).toISOString().replace("T", " ").replace("Z", " UTC");
 }
 
+// A span of milliseconds from now, as people say it: "in 52 min", "3 s ago".
+function relative(ms) {
+  const seconds = Math.round(Math.abs(ms) / 1000);
+  const text = seconds < 90 ? `${seconds} s` : seconds < 5400 ? `${Math.round(seconds / 60)} min` : `${(seconds / 3600).toFixed(1)} h`;
+  return ms >= 0 ? `in ${text}` : `${text} ago`;
+}
+
 function fixed(value, digits) {
   return value === null || value === undefined ? "–" : Number(value).toFixed(digits);
 }
@@ -113,7 +120,8 @@ async function overview() {
       el("dt", {}, "Success"), el("dd", {}, s.successRatio === null ? "–" : `${fixed(s.successRatio * 100, 1)} %`),
       el("dt", {}, "Latency p50 / p99"), el("dd", {}, `${s.p50Ms ?? "–"} / ${s.p99Ms ?? "–"} ms`),
       el("dt", {}, "429s (5 min)"), el("dd", {}, s.tooManyRequests5m),
-      el("dt", {}, "State"), el("dd", { class: s.paused ? "error wrap" : "" }, s.paused ? `paused: ${s.paused.reason}` : "sending"))));
+      el("dt", {}, "Sent by"), el("dd", { class: "wrap" }, (s.instances || []).join(", ") || "–"),
+      el("dt", {}, "State"), el("dd", { class: s.paused ? "error wrap" : "" }, s.paused ? `paused${s.paused.instance ? " on " + s.paused.instance : ""}: ${s.paused.reason}` : "sending"))));
   const sending = data.sending || {};
   const summary = el("section", { class: "tile", "aria-label": "Service" },
     el("h3", {}, `Instance ${data.instance}`),
@@ -125,16 +133,27 @@ async function overview() {
       el("dt", {}, "Limits"), el("dd", { class: "wrap" }, `${sending.perProviderLimit ?? "–"} per provider, ${sending.perAppLimit ?? "–"} per app`),
       el("dt", {}, "History"), el("dd", { class: "wrap" }, data.history && data.history.on ? `kept ${Math.round(data.history.maxAgeMs / 86400000)} d, ${data.history.maxRows} rows` : "off"),
       ...Object.entries(data.lagMs || {}).flatMap(([app, lag]) => [el("dt", {}, `Lag ${app}`), el("dd", {}, `${(lag / 1000).toFixed(1)} s`)])));
-  const instances = (data.instances || []).length ? el("div", {}, el("h3", {}, "Instances"), el("div", { class: "scroll" }, el("table", {},
-    el("thead", {}, el("tr", {}, ["Name", "Address", "Live", "Heartbeat", "Owns"].map((t) => el("th", { scope: "col" }, t)))),
-    el("tbody", {}, data.instances.map((i) => el("tr", {}, el("td", {}, i.name), el("td", {}, i.address), el("td", {}, i.live ? "yes" : "no"),
-      el("td", {}, `${i.heartbeatAgeSeconds} s ago`), el("td", {}, (i.owns || []).join(", ") || "–"))))))) : null;
+  const instances = (data.instances || []).length ? el("div", {}, el("h3", {}, "Instances"), el("div", { class: "scroll" }, el("table", { id: "instances-table" },
+    el("thead", {}, el("tr", {}, ["Name", "Role", "Address", "Live", "Started", "Heartbeat", "In flight", "Owns"].map((t) => el("th", { scope: "col" }, t)))),
+    el("tbody", {}, data.instances.map((i) => el("tr", {}, el("td", {}, i.name), el("td", {}, i.role ?? "–"), el("td", {}, i.address ?? "–"),
+      el("td", {}, i.live ? "yes" : "no"), el("td", {}, time(i.startedAt)), el("td", {}, `${i.heartbeatAgeSeconds} s ago`),
+      el("td", {}, i.sending ? `${i.sending.inFlight} of ${i.sending.maximumInFlight}` : "–"),
+      el("td", { class: "wrap" }, (i.owns || []).join(", ") || "–"))))))) : null;
+  const when = (ms) => ms === null || ms === undefined ? "–" : relative(ms - data.now);
+  const credentials = (data.credentials || []).length ? el("div", {}, el("h3", {}, "Credentials"), el("div", { class: "scroll" }, el("table", { id: "credentials-table" },
+    el("thead", {}, el("tr", {}, ["App", "Provider", "Whose", "State", "Issued", "Expires", "Renewed", "Last failure", "Instance"].map((t) => el("th", { scope: "col" }, t)))),
+    el("tbody", {}, data.credentials.map((c) => el("tr", {},
+      el("td", {}, c.app), el("td", {}, c.provider + (c.origins !== null ? ` (${c.origins} push services)` : "")), el("td", { class: "wrap" }, c.identity),
+      el("td", { class: c.state === "failing" || c.state === "refused" ? "error" : "" }, c.state),
+      el("td", {}, when(c.issuedAt)), el("td", {}, when(c.expiresAt)), el("td", {}, when(c.renewsAt)),
+      el("td", { class: "wrap" }, c.failure ? `${when(c.failure.at)}: ${c.failure.reason}` : "–"), el("td", {}, c.instance ?? "–"))))))) : null;
   render(el("h2", {}, "Overview"),
     el("div", { class: "tiles" }, summary, ...tiles),
     tiles.length ? null : el("p", { class: "muted" }, "No delivery in the last five minutes."),
     el("div", { class: "charts" },
       chart("Deliveries per second", state.samples.map((s) => ({ t: s.t, y: Math.round(s.rate * 100) / 100 })), "per second"),
       chart("Outbox depth", state.samples.map((s) => ({ t: s.t, y: s.depth })), "notifications")),
+    credentials,
     instances);
 }
 
@@ -244,7 +263,7 @@ async function senders() {
   const message = el("p", { role: "status", id: "senders-message" });
   const rows = data.items.map((s) => el("tr", {},
     el("td", {}, s.app), el("td", {}, s.provider), el("td", {}, s.destination ?? "–"), el("td", {}, time(s.since)), el("td", {}, time(s.probeAt)),
-    el("td", { class: "mono" }, s.reason),
+    el("td", { class: "mono" }, s.reason), el("td", {}, s.instance ?? "–"),
     el("td", {}, el("button", { type: "button", "aria-label": `Resume ${s.app} ${s.provider}${s.destination ? " " + s.destination : ""}`, onclick: async () => {
       try {
         await api("/ops/v1/senders/resume", { body: { app: s.app, provider: s.provider, destination: s.destination } });
@@ -254,7 +273,7 @@ async function senders() {
     } }, "Resume"))));
   render(el("h2", {}, "Paused senders"), message,
     rows.length ? el("div", { class: "scroll" }, el("table", { id: "senders-table" },
-      el("thead", {}, el("tr", {}, ["App", "Provider", "Destination", "Since", "Next probe", "Reason", ""].map((t) => el("th", { scope: "col" }, t || el("span", { class: "muted" }, "Action"))))),
+      el("thead", {}, el("tr", {}, ["App", "Provider", "Destination", "Since", "Next probe", "Reason", "Instance", ""].map((t) => el("th", { scope: "col" }, t || el("span", { class: "muted" }, "Action"))))),
       el("tbody", {}, rows))) : el("p", {}, "No sender is paused."));
 }
 

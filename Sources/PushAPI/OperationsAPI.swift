@@ -21,8 +21,11 @@ public struct PausedSender: Sendable, Equatable {
     public var since: Int64
     /// When it is tried again.
     public var probeAt: Int64
+    /// The instance where it is paused (each instance pauses on the answers it gets).
+    public var instance: String?
 
-    public init(app: String, provider: String, destination: String?, reason: String, since: Int64, probeAt: Int64) {
+    public init(app: String, provider: String, destination: String?, reason: String, since: Int64, probeAt: Int64, instance: String? = nil) {
+        self.instance = instance
         self.app = app
         self.provider = provider
         self.destination = destination
@@ -41,10 +44,10 @@ public protocol OperationsControl: Sendable {
     /// `GET /ops/v1/overview`.
     func overview() async -> JSON
     /// The senders paused now.
-    func pausedSenders() -> [PausedSender]
-    /// Resumes the sender of `app` and `kind` (and webhook `destination`) at once: whether it
-    /// was paused.
-    func resume(app: String, kind: SubscriptionKind, destination: String?) -> Bool
+    func pausedSenders() async -> [PausedSender]
+    /// Resumes the sender of `app` and `kind` (and webhook `destination`) at once, on every
+    /// instance: whether it was paused (here, or on another instance by its last report).
+    func resume(app: String, kind: SubscriptionKind, destination: String?) async -> Bool
     /// The attempts settled from now on.
     func watch() -> AsyncStream<DeliveryAttempt>
     /// The rules' answer for reading `path` of `app` with `auth` (`rules check --path`).
@@ -81,7 +84,7 @@ public struct OperationsAPI: Sendable {
             (.get, "ops/v1/subscriptions", { request, _ in try await subscriptions(request) }),
             (.get, "ops/v1/subscriptions/:app/:id/history", { request, context in try await history(request, context) }),
             (.get, "ops/v1/records/:app/:seq", { request, context in try await record(request, context) }),
-            (.get, "ops/v1/senders", { _, _ in Response.json(["items": .array(control.pausedSenders().map(Self.json)), "nextCursor": .null]) }),
+            (.get, "ops/v1/senders", { _, _ in Response.json(["items": .array(await control.pausedSenders().map(Self.json)), "nextCursor": .null]) }),
             (.post, "ops/v1/senders/resume", { request, _ in try await resume(request) }),
             (.post, "ops/v1/recover", { request, _ in try await recover(request) }),
             (.get, "ops/v1/events", { request, _ in try events(request) }),
@@ -143,7 +146,7 @@ public struct OperationsAPI: Sendable {
         if kind == .webhook, destination == nil {
             throw APIError.badRequest("destination: a webhook sender is one destination; give its name")
         }
-        let resumed = control.resume(app: app, kind: kind, destination: destination)
+        let resumed = await control.resume(app: app, kind: kind, destination: destination)
         guard resumed else {
             throw APIError.notFound("no paused sender for \(app)/\(Self.providerName(kind))\(destination.map { "/\($0)" } ?? ""); GET /ops/v1/senders lists them")
         }
@@ -404,6 +407,7 @@ public struct OperationsAPI: Sendable {
         object([
             ("app", .string(sender.app)), ("provider", .string(sender.provider)), ("destination", sender.destination.map { .string($0) } ?? .null),
             ("reason", .string(sender.reason)), ("since", .int(sender.since)), ("probeAt", .int(sender.probeAt)),
+            ("instance", sender.instance.map { .string($0) }),
         ])
     }
 }

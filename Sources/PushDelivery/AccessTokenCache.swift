@@ -28,6 +28,23 @@ public actor AccessTokenCache {
     nonisolated let published = Mutex<(token: Token, expiresAt: Int64)?>(nil)
     var refreshing: Task<Token, any Error>?
     var generation = 0
+    /// What the last fetches gave, for the operations overview (``health``).
+    nonisolated let history = Mutex(FetchHistory())
+
+    /// The last token fetched and the last fetch that failed (milliseconds since the epoch).
+    public struct FetchHistory: Sendable, Equatable {
+        public var fetchedAt: Int64?
+        /// When the token fetched expires (the provider's `expires_in`), and when it is
+        /// refreshed (``margin`` before).
+        public var expiresAt: Int64?
+        public var refreshAt: Int64?
+        public var failedAt: Int64?
+        /// The provider's answer or the transport's error, never the credentials.
+        public var failure: String?
+    }
+
+    /// The last fetches, without waiting for the actor.
+    public nonisolated var fetches: FetchHistory { history.withLock { $0 } }
 
     public init(margin: Int64 = 300_000, clock: any ServiceClock, fetch: @escaping Fetch) {
         self.fetch = fetch
@@ -63,13 +80,34 @@ public actor AccessTokenCache {
 
     func refresh() async throws -> Token {
         defer { refreshing = nil }
-        let fetched = try await fetch()
+        let fetched: AnswerClassifier.AccessToken
+        do {
+            fetched = try await fetch()
+        } catch {
+            let reason: String
+            switch error {
+            case .credentials(let text): reason = "refused: " + text
+            case .retry(let text, _): reason = text
+            }
+            let now = clock.now
+            history.withLock {
+                $0.failedAt = now
+                $0.failure = String(reason.prefix(300))
+            }
+            throw error
+        }
         generation += 1
         let token = Token(value: fetched.token, generation: generation)
         // A token that lives less than the margin is used for half its life.
+        let now = clock.now
         let life = fetched.expiresIn.saturatingMultiplying(1_000)
         let usable = life > 2 * margin ? life - margin : life / 2
-        current = (token, clock.now.saturatingAdding(usable))
+        current = (token, now.saturatingAdding(usable))
+        history.withLock {
+            $0.fetchedAt = now
+            $0.expiresAt = now.saturatingAdding(life)
+            $0.refreshAt = now.saturatingAdding(usable)
+        }
         return token
     }
 

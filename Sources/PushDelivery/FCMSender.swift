@@ -9,9 +9,12 @@ public struct FCMSender: NotificationSender {
     let url: String
     let context: SenderContext
     public let tokens: AccessTokenCache
+    /// The service account (`client_email`) and project: who the operator must look at.
+    public let identity: String
 
     /// - Parameter endpoint: `apps.<id>.fcm.endpoint` (tests: a local fake).
     public init(key: ServiceAccountKey, endpoint: String, context: SenderContext) {
+        identity = "\(key.clientEmail) (project \(key.projectID))"
         url = endpoint.trimmingTrailingSlashes() + "/v1/projects/\(key.projectID)/messages:send"
         self.context = context
         tokens = AccessTokenCache(clock: context.clock) { () async throws(AnswerClassifier.OAuthFailure) in

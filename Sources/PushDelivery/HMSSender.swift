@@ -8,8 +8,11 @@ public struct HMSSender: NotificationSender {
     let url: String
     let context: SenderContext
     public let tokens: AccessTokenCache
+    /// The OAuth client id (the app id in AppGallery Connect; the secret stays out).
+    public let identity: String
 
     public init(clientID: String, clientSecret: String, endpoint: String, tokenEndpoint: String, context: SenderContext) {
+        identity = "client \(clientID)"
         url = endpoint.trimmingTrailingSlashes() + "/v1/\(clientID)/messages:send"
         self.context = context
         tokens = AccessTokenCache(clock: context.clock) { () async throws(AnswerClassifier.OAuthFailure) in

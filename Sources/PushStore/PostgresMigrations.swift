@@ -9,7 +9,14 @@ import PushJSON
 enum PostgresMigrations {
     /// Version → its statements (one statement each: the extended protocol runs one at a time).
     static let migrations: [(version: Int32, statements: [String])] = [
-        (1, version1), (2, version2), (3, version3), (4, version4), (5, version5),
+        (1, version1), (2, version2), (3, version3), (4, version4), (5, version5), (6, version6),
+    ]
+
+    /// Version 6 (issue 32): each instance's report (its rates, sends in flight, pauses and
+    /// credentials, a JSON document written with its heartbeat), read by every instance's
+    /// operations overview.
+    static let version6: [String] = [
+        "ALTER TABLE instance ADD COLUMN report bytea CHECK (octet_length(report) <= 262144)"
     ]
 
     /// Version 5 (issue 32): the delivery history, as SQLite's version 8

@@ -3,6 +3,7 @@ import Logging
 import PostgresNIO
 import PushCore
 import PushContracts
+import PushJSON
 
 extension PostgresStore: ClusterStore {
     /// The channel that wakes instances: `inbox` (records wait for their owner), `outbox`
@@ -95,19 +96,34 @@ extension PostgresStore: ClusterStore {
     }
 
     @discardableResult
-    public func heartbeat(instance: String, address: String) async throws -> Int64 {
+    public func heartbeat(instance: String, address: String, report: [UInt8]?) async throws -> Int64 {
         var now: Int64 = 0
+        let report = report.flatMap { $0.count <= InstanceReport.maximumBytes ? ByteBuffer(bytes: $0) : nil }
         try await run { session in
             let rows = try await session.query(
                 """
-                INSERT INTO instance (name, address, started_at, heartbeat_at)
-                VALUES (\(instance), \(address), \(unescaped: Self.databaseMilliseconds), \(unescaped: Self.databaseMilliseconds))
-                ON CONFLICT (name) DO UPDATE SET address = excluded.address, heartbeat_at = excluded.heartbeat_at
+                INSERT INTO instance (name, address, started_at, heartbeat_at, report)
+                VALUES (\(instance), \(address), \(unescaped: Self.databaseMilliseconds), \(unescaped: Self.databaseMilliseconds), \(report))
+                ON CONFLICT (name) DO UPDATE SET address = excluded.address, heartbeat_at = excluded.heartbeat_at,
+                    report = coalesce(excluded.report, instance.report)
                 RETURNING heartbeat_at
                 """)
             for try await value in rows.decode(Int64.self) { now = value }
         }
         return now
+    }
+
+    public func instanceReports(within: Int64) async throws -> [String: [UInt8]] {
+        var reports: [String: [UInt8]] = [:]
+        try await run { session in
+            let rows = try await session.query(
+                """
+                SELECT name, report FROM instance
+                WHERE heartbeat_at >= \(unescaped: Self.databaseMilliseconds) - \(within) AND NOT retiring AND report IS NOT NULL
+                """)
+            for try await (name, report) in rows.decode((String, ByteBuffer).self) { reports[name] = Array(buffer: report) }
+        }
+        return reports
     }
 
     /// Before the socket's `seq` was shared by every instance (issue 22), each instance filed its
@@ -255,7 +271,35 @@ extension PostgresStore: ClusterStore {
     /// Listens on the work and subscription channels until cancelled, reconnecting after a
     /// failure; `wake` gets each notification's signal. A notification missed while
     /// reconnecting only delays: every follower also polls.
-    public func listen(_ wake: @escaping @Sendable (ClusterSignal) -> Void) async {
+    public func announce(resumed sender: SenderKey) async {
+        let notice = Self.resumeNotice(sender)
+        try? await run { session in _ = try await session.query("SELECT pg_notify(\(Self.workChannel), \(notice))").collect() }
+    }
+
+    /// `resume {"app","kind","destination"}` on the work channel (a notification carries at
+    /// most 8,000 bytes: an application id is at most 128, a webhook name less).
+    static func resumeNotice(_ sender: SenderKey) -> String {
+        var writer = JSONWriter()
+        writer.write(
+            .object(
+                JSONObject([
+                    (Key("app"), .string(sender.app)), (Key("kind"), .string(sender.kind.rawValue)),
+                    (Key("destination"), sender.destination.map { .string($0) } ?? .null),
+                ])))
+        return "resume " + String(decoding: writer.bytes, as: UTF8.self)
+    }
+
+    /// The sender a `resume` notice names, or `nil` for anything else.
+    static func resumed(_ payload: String) -> SenderKey? {
+        guard payload.hasPrefix("resume "), let json = try? JSONParser.parse(Array(payload.utf8.dropFirst(7))),
+            let app = json["app"]?.stringValue, let kind = json["kind"]?.stringValue.flatMap(SubscriptionKind.init(rawValue:))
+        else { return nil }
+        let destination = json["destination"]?.stringValue
+        guard kind != .webhook || destination != nil else { return nil }
+        return SenderKey(app: app, kind: kind, destination: destination)
+    }
+
+    public func listen(_ wake: @escaping @Sendable (ClusterSignal) -> Void, resumed: @escaping @Sendable (SenderKey) -> Void) async {
         while !Task.isCancelled {
             do {
                 try await client.withConnection { connection in
@@ -264,7 +308,13 @@ extension PostgresStore: ClusterStore {
                             try await withThrowingTaskGroup(of: Void.self) { group in
                                 group.addTask { for try await _ in changes { wake(.subscriptions) } }
                                 group.addTask {
-                                    for try await item in work { if let signal = ClusterSignal(rawValue: item.payload) { wake(signal) } }
+                                    for try await item in work {
+                                        if let signal = ClusterSignal(rawValue: item.payload) {
+                                            wake(signal)
+                                        } else if let sender = Self.resumed(item.payload) {
+                                            resumed(sender)
+                                        }
+                                    }
                                 }
                                 try await group.next()
                                 group.cancelAll()

@@ -212,6 +212,20 @@ struct MultiInstanceTests {
             }
             #expect(counts[0] == counts[1] && counts[0] >= Self.records, "\(app): delivered attempts read through node-1 and node-3: \(counts)")
         }
+        // The overview asked of either instance tells of both (SPEC §13): the instances with
+        // their sends in flight, and the senders of every live instance merged.
+        var seen: [Set<String>] = []
+        for port in [ports[0], ports[2]] {
+            let reply = try RunCommandTests.curl(["http://127.0.0.1:\(port)/ops/v1/overview"])
+            let overview = try JSONParser.parse(Array(reply.body.utf8))
+            let live = (overview["instances"]?.arrayValue ?? []).filter { $0["live"]?.boolValue == true }
+            #expect(Set(live.compactMap { $0["name"]?.stringValue }) == ["node-1", "node-3"], "\(overview)")
+            #expect(live.allSatisfy { $0["sending"]?["inFlight"]?.integerValue != nil && $0["startedAt"]?.integerValue != nil }, "\(overview)")
+            let webhooks = (overview["senders"]?.arrayValue ?? []).filter { $0["provider"]?.stringValue == "webhook" }
+            #expect(webhooks.count == Self.apps.count, "\(overview)")
+            seen.append(Set(webhooks.flatMap { $0["instances"]?.arrayValue?.compactMap(\.stringValue) ?? [] }))
+        }
+        #expect(seen[0] == seen[1] && seen[0] == ["node-1", "node-3"], "both delivered, both are counted, through either: \(seen)")
         // A graceful stop hands the applications over at once (no waiting for the leases to expire).
         #expect(services[2].stop() == 0)
         let stopped = Date()

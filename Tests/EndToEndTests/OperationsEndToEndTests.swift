@@ -197,6 +197,14 @@ struct OperationsEndToEndTests {
         #expect(Self.double(fcm?["successRatio"]).map { $0 > 0 && $0 < 1 } == true && fcm?["p50Ms"]?.integerValue != nil, "503 then delivered: \(overview.json)")
         #expect((overview.json["lagMs"]?["toto"]?.integerValue ?? 0) >= 5_000, "\(overview.json)")
         #expect(overview.json["history"]?["on"]?.boolValue == true && overview.json["sending"]?["perAppLimit"]?.integerValue != nil)
+        // The FCM credentials: whose, held until when; nothing secret.
+        let credentials = try #require(overview.json["credentials"]?.arrayValue?.first { $0["provider"]?.stringValue == "fcm" }, "\(overview.json)")
+        #expect(credentials["app"]?.stringValue == "toto" && credentials["mechanism"]?.stringValue == "oauth" && credentials["state"]?.stringValue == "ok")
+        #expect(credentials["identity"]?.stringValue?.contains("@") == true && (credentials["expiresAt"]?.integerValue ?? 0) > (overview.json["now"]?.integerValue ?? .max))
+        var writer = JSONWriter()
+        writer.write(overview.json)
+        let text = String(decoding: writer.bytes, as: UTF8.self)
+        #expect(!text.contains("PRIVATE KEY") && !text.contains("ya29."), "\(text)")
         // A stream still open does not hold the stop: it ends, and the service exits cleanly.
         async let open = onThread {
             try RunCommandTests.curl(["-N", "--max-time", "30", "-H", "Authorization: Bearer \(Self.token)", "http://127.0.0.1:\(port)/ops/v1/events"])

@@ -149,4 +149,43 @@ struct PostgresClusterTests {
         #expect(try await a.releaseClaimsOfStaleInstances(staleAfter: 60_000) == 0)
         #expect(Set(try await a.instances(within: 60_000).map(\.name)) == ["node-1", "node-2"])
     }
+
+    @Test("each instance's report is written with its heartbeat and read by the others; a heartbeat alone keeps it; an oversized one is not written")
+    func instanceReports() async throws {
+        let (a, b) = try await two()
+        defer { a.close(); b.close() }
+        _ = try await a.heartbeat(instance: "node-1", address: "127.0.0.1:1", report: Array(#"{"senders":[1]}"#.utf8))
+        _ = try await b.heartbeat(instance: "node-2", address: "127.0.0.1:2", report: nil)
+        var reports = try await b.instanceReports(within: 60_000)
+        #expect(reports.mapValues { String(decoding: $0, as: UTF8.self) } == ["node-1": #"{"senders":[1]}"#], "node-2 wrote none")
+        _ = try await a.heartbeat(instance: "node-1", address: "127.0.0.1:1")
+        _ = try await a.heartbeat(instance: "node-1", address: "127.0.0.1:1", report: [UInt8](repeating: UInt8(ascii: " "), count: InstanceReport.maximumBytes + 1))
+        _ = try await b.heartbeat(instance: "node-2", address: "127.0.0.1:2", report: Array("{}".utf8))
+        reports = try await a.instanceReports(within: 60_000)
+        #expect(reports.mapValues { String(decoding: $0, as: UTF8.self) } == ["node-1": #"{"senders":[1]}"#, "node-2": "{}"])
+        try await a.retire(instance: "node-1")
+        #expect(Array(try await b.instanceReports(within: 60_000).keys) == ["node-2"], "a retiring instance's report is left out")
+        #expect(try await b.instanceReports(within: -60_000).isEmpty, "as are stale ones")
+    }
+
+    @Test("a resume announced by one instance reaches every listener; notices that are not one are ignored")
+    func resumeAnnounced() async throws {
+        let (a, b) = try await two()
+        defer { a.close(); b.close() }
+        let heard = Mutex<[SenderKey]>([])
+        let listening = Task { await b.listen({ _ in }, resumed: { key in heard.withLock { $0.append(key) } }) }
+        defer { listening.cancel() }
+        let expected = [SenderKey(app: "toto", kind: .webhook, destination: "orders"), SenderKey(app: "toto", kind: .fcm)]
+        let deadline = Date().addingTimeInterval(10)
+        // The listener connects in the background: announce until both are heard.
+        while heard.withLock({ Set($0) }) != Set(expected), Date() < deadline {
+            for key in expected { await a.announce(resumed: key) }
+            try await Task.sleep(for: .milliseconds(200))
+        }
+        #expect(heard.withLock { Set($0) } == Set(expected))
+        #expect(PostgresStore.resumed(PostgresStore.resumeNotice(expected[0])) == expected[0])
+        for bad in ["resume", "resume {", #"resume {"app":"a","kind":"carrier-pigeon"}"#, #"resume {"app":"a","kind":"webhook"}"#, #"resume {"kind":"fcm"}"#, "outbox!", #"resume ["a"]"#] {
+            #expect(PostgresStore.resumed(bad) == nil, "\(bad)")
+        }
+    }
 }

@@ -141,6 +141,14 @@ check(all(entry["source"] == "network" and ("/console/session" in entry["message
 until("a provider tile", lambda: len(driver.find_elements(By.CSS_SELECTOR, ".tile")) >= 2)
 check(len(driver.find_elements(By.CSS_SELECTOR, "svg.chart")) == 2, "the overview draws its two charts as SVG")
 check("null" not in text() and "undefined" not in text(), "the overview shows no null or undefined")
+def fcm_credentials_ok():
+    for row in driver.find_elements(By.CSS_SELECTOR, "#credentials-table tbody tr"):
+        cells = [cell.text for cell in row.find_elements(By.TAG_NAME, "td")]
+        if len(cells) == 9 and cells[1] == "fcm" and cells[3] == "ok" and "@" in cells[2] and cells[5].startswith("in "):
+            return True
+    return False
+until("the FCM credentials' health: ok, whose, expiring in the future", fcm_credentials_ok)
+check("PRIVATE KEY" not in text(), "no key is shown")
 time.sleep(2.5)  # a second sample: the charts draw a line
 accessible("overview")
 shot("overview")

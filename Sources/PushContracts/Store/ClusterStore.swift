@@ -34,9 +34,15 @@ public protocol ClusterStore: IngestStore {
     /// the database's time now (milliseconds).
     func instanceState(named name: String) async throws -> (heartbeatAt: Int64, retiring: Bool, address: String, now: Int64)?
 
-    /// Records this instance's heartbeat; returns the database's time (milliseconds).
+    /// Records this instance's heartbeat, and its report when one is given (``InstanceReport``:
+    /// what the operations overview shows of it; at most ``InstanceReport/maximumBytes``);
+    /// returns the database's time (milliseconds).
     @discardableResult
-    func heartbeat(instance: String, address: String) async throws -> Int64
+    func heartbeat(instance: String, address: String, report: [UInt8]?) async throws -> Int64
+
+    /// The last report of each instance whose heartbeat is at most `within` milliseconds old,
+    /// retiring ones left out, by name.
+    func instanceReports(within: Int64) async throws -> [String: [UInt8]]
 
     /// Instances whose heartbeat is at most `within` milliseconds old, retiring ones left out.
     func instances(within: Int64) async throws -> [InstanceInfo]
@@ -69,9 +75,33 @@ public protocol ClusterStore: IngestStore {
     /// waiters also poll, so a lost signal only delays.
     func signal(_ signal: ClusterSignal) async
 
-    /// Calls `wake` with every signal any instance sends, until the task is cancelled
-    /// (reconnecting after a lost connection).
-    func listen(_ wake: @escaping @Sendable (ClusterSignal) -> Void) async
+    /// Tells every instance (this one included) that an operator resumed `sender`: they resume
+    /// it too. Fire and forget: an instance that misses it resumes at its next probe.
+    func announce(resumed sender: SenderKey) async
+
+    /// Calls `wake` with every signal any instance sends, and `resumed` with every sender an
+    /// operator resumed, until the task is cancelled (reconnecting after a lost connection).
+    func listen(_ wake: @escaping @Sendable (ClusterSignal) -> Void, resumed: @escaping @Sendable (SenderKey) -> Void) async
+}
+
+extension ClusterStore {
+    /// The heartbeat alone: the report kept is the last one written.
+    @discardableResult
+    public func heartbeat(instance: String, address: String) async throws -> Int64 {
+        try await heartbeat(instance: instance, address: address, report: nil)
+    }
+
+    public func listen(_ wake: @escaping @Sendable (ClusterSignal) -> Void) async {
+        await listen(wake, resumed: { _ in })
+    }
+}
+
+/// What an instance publishes of itself with its heartbeat for the others' operations
+/// overview (SPEC §13.3: on PostgreSQL every instance answers for all of them): a JSON object
+/// (`senders`, `sending`, `paused`, `credentials`), the same as the overview's own parts.
+public enum InstanceReport {
+    /// The longest report written (a larger one is cut to its sending figures).
+    public static let maximumBytes = 256 * 1_024
 }
 
 /// A record a source had accepted already: its index in the records given, and the source's

@@ -57,6 +57,9 @@ public final class APNsProviderToken: Sendable {
         encodedHeader = Base64URL.encode(header.bytes)
     }
 
+    /// When the token in use was signed (seconds since the epoch); `nil` before the first send.
+    public var issuedAt: Int64? { minted.withLock { $0?.issuedAt } }
+
     /// The token to send at `now` (seconds since the epoch): the current one, or a new one once
     /// the current one is ``renewalAge`` old (or from the future: the clock went back).
     public func current(now: Int64) throws(Invalid) -> String {

@@ -101,6 +101,11 @@ final class VAPIDHeaders: Sendable {
         self.subject = subject
     }
 
+    /// How many origins hold a signed header, and the soonest of their expiries (seconds).
+    var signed: (origins: Int, soonest: Int64?) {
+        cache.withLock { cache in (cache.count, cache.values.map(\.expiresAt).min()) }
+    }
+
     /// The header for `origin` at `now` (seconds).
     func value(origin: String, now: Int64) throws -> String {
         if let cached = cache.withLock({ $0[origin] }), now < cached.expiresAt - Self.margin, now >= cached.expiresAt - Self.lifetime {

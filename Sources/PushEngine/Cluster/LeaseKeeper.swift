@@ -34,6 +34,9 @@ public final class LeaseKeeper: Service, Sendable {
     /// Told after every round: claims of others may have expired or been released meanwhile.
     let outbox: any OutboxListener
     let clock: any ServiceClock
+    /// What this instance publishes with its heartbeat for the others' operations overview
+    /// (``InstanceReport``).
+    let report: @Sendable () -> [UInt8]?
     let logger: Logger
     let held = Mutex<[String: Int64]>([:])
     /// Stopping: the leases were given back; only the heartbeat goes on.
@@ -41,8 +44,9 @@ public final class LeaseKeeper: Service, Sendable {
 
     public init(
         store: any ClusterStore, instance: String, address: AdvertisedAddress, applications: [String], changed: Wakeup, outbox: any OutboxListener,
-        clock: any ServiceClock, logger: Logger
+        clock: any ServiceClock, report: @escaping @Sendable () -> [UInt8]? = { nil }, logger: Logger
     ) {
+        self.report = report
         self.store = store
         self.instance = instance
         self.address = address
@@ -79,7 +83,7 @@ public final class LeaseKeeper: Service, Sendable {
 
     /// One round: heartbeat, renew, balance.
     func round() async throws {
-        let now = try await store.heartbeat(instance: instance, address: address.current)
+        let now = try await store.heartbeat(instance: instance, address: address.current, report: report())
         if retiring.load(ordering: .acquiring) { return }
         var leases = try await store.renewLeases(holder: instance, ttl: SharedInstances.leaseTTL)
         let alive = try await store.instances(within: SharedInstances.leaseTTL).map(\.name)

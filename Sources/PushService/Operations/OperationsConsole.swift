@@ -2,6 +2,7 @@ import PushAPI
 import PushContracts
 import PushCore
 import PushDelivery
+import PushEngine
 import PushJSON
 import PushMatching
 
@@ -11,6 +12,8 @@ import PushMatching
 struct OperationsConsole: OperationsControl {
     let store: any HistoryStore & DeliveryStore
     let dispatcher: Dispatcher
+    /// The applications' senders: their credentials' health.
+    let senders: SenderTable
     let operations: Operations
     /// Each application's read rules in force.
     let rules: [String: ReadRules]
@@ -31,63 +34,80 @@ struct OperationsConsole: OperationsControl {
     var history: any HistoryStore { store }
     var now: Int64 { clock.now }
 
-    /// The overview (SPEC §13.3): this instance and the others, the outbox, the lag behind
-    /// the database per application, and per application and provider the last minutes'
-    /// rates, success, latency, 429s, sends in flight against the limits, and pauses.
+    /// This instance's report, taken now (what it publishes with its heartbeat).
+    func report(now: Int64) -> JSON {
+        DeploymentOverview.report(dispatcher: dispatcher, senders: senders, ingest: operations.ingest, now: now)
+    }
+
+    /// This instance's report and, on PostgreSQL, the last of every other live instance.
+    func reports(now: Int64) async -> [(instance: String, report: JSON)] {
+        var reports = [(instance: operations.instance, report: report(now: now))]
+        guard let cluster = operations.cluster, let stored = try? await cluster.instanceReports(within: SharedInstances.staleAfter) else { return reports }
+        for (name, bytes) in stored.sorted(by: { $0.key < $1.key }) where name != operations.instance {
+            // Written by another instance of this service: still read as any input.
+            guard let report = try? JSONParser.parse(bytes), report.objectValue != nil else { continue }
+            reports.append((name, report))
+        }
+        return reports
+    }
+
+    /// The overview (SPEC §13.3): the instances, the outbox, the lag behind the database per
+    /// application, and per application and provider the last minutes' rates, success,
+    /// latency, 429s, sends in flight against the limits, pauses and credentials — of every
+    /// live instance on PostgreSQL, merged (``DeploymentOverview``).
     func overview() async -> JSON {
         let now = clock.now
         let status = await operations.status()
-        let load = dispatcher.load
-        let paused = dispatcher.paused
-        func number(_ value: Double?) -> JSON { value.map { .double(($0 * 1_000).rounded() / 1_000) } ?? .null }
-        let senders: [JSON] = dispatcher.stats.summaries(now: now).map { summary in
-            let kind = OperationsAPI.kind(summary.key.provider)
-            let pause = kind.flatMap { paused[SenderKey(app: summary.key.app, kind: $0, destination: summary.key.destination)] }
-            return JSON.members([
-                ("app", .string(summary.key.app)), ("provider", .string(summary.key.provider)),
-                ("destination", summary.key.destination.map { .string($0) } ?? .null),
-                ("perSecond1m", number(summary.perSecond1m)), ("perSecond5m", number(summary.perSecond5m)),
-                ("successRatio", number(summary.successRatio)), ("p50Ms", summary.p50.map { .int($0) } ?? .null),
-                ("p99Ms", summary.p99.map { .int($0) } ?? .null), ("tooManyRequests5m", .int(Int64(summary.tooManyRequests5m))),
-                ("paused", pause.map { JSON.members([("reason", .string($0.reason)), ("since", .int($0.since))]) } ?? .null),
-            ])
+        let reports = await reports(now: now)
+        let local = reports[0].report
+        var instances = status["instances"]?.arrayValue ?? []
+        if operations.cluster == nil {
+            instances = [
+                JSON.members([
+                    ("name", .string(operations.instance)), ("role", "single"), ("startedAt", .int(operations.observability.startedAt)),
+                    ("heartbeatAgeSeconds", .int(0)), ("live", .bool(true)), ("owns", .array(rules.keys.sorted().map { .string($0) })),
+                ])
+            ]
         }
-        let lag: [(String, JSON)] = operations.ingest.newestTimestamp.sorted { $0.key < $1.key }.map { app, ts in
-            (app, .int(max(0, now.saturatingSubtracting(ts))))
+        instances = instances.map { entry in
+            guard let object = entry.objectValue, let name = entry["name"]?.stringValue else { return entry }
+            let sending = reports.first { $0.instance == name }?.report["sending"] ?? .null
+            return .object(object.setting(Key("sending"), to: sending))
         }
-        let providers: [(String, JSON)] = load.byProvider.sorted { $0.key.rawValue < $1.key.rawValue }.map { ($0.key.rawValue, .int(Int64($0.value))) }
-        let apps: [(String, JSON)] = load.byApp.sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) }
         return JSON.members([
             ("now", .int(now)),
             ("instance", status["instance"] ?? .null),
             ("uptimeSeconds", status["uptimeSeconds"] ?? .null),
             ("ready", status["ready"] ?? .null),
-            ("instances", status["instances"] ?? .array([])),
+            ("instances", .array(instances)),
             ("outbox", status["outbox"] ?? .null),
-            ("lagMs", JSON.members(lag)),
-            ("sending", JSON.members([
-                ("inFlight", .int(Int64(load.inFlight))), ("maximumInFlight", .int(Int64(load.limits.maximumInFlight))),
-                ("perProviderLimit", .int(Int64(load.limits.perProvider))), ("perAppLimit", .int(Int64(load.limits.perApp))),
-                ("byProvider", JSON.members(providers)), ("byApp", JSON.members(apps)),
-            ])),
-            ("senders", .array(senders)),
-            ("paused", .array(pausedSenders().map(OperationsAPI.json))),
+            ("lagMs", DeploymentOverview.lag(reports, now: now)),
+            ("sending", local["sending"] ?? .null),
+            ("senders", .array(DeploymentOverview.mergedSenders(reports))),
+            ("paused", .array(DeploymentOverview.each("paused", of: reports))),
+            ("credentials", .array(DeploymentOverview.each("credentials", of: reports))),
             ("subscriptions", status["subscriptions"] ?? .null),
             ("records", status["records"] ?? .null),
             ("history", JSON.members([("on", .bool(historyLimits.isOn)), ("maxAgeMs", .int(historyLimits.maxAge)), ("maxRows", .int(Int64(historyLimits.maxRows)))])),
         ])
     }
 
-    func pausedSenders() -> [PausedSender] {
-        dispatcher.paused.sorted { $0.key < $1.key }.map { key, pause in
-            PausedSender(
-                app: key.app, provider: OperationsAPI.providerName(key.kind), destination: key.destination, reason: pause.reason, since: pause.since,
-                probeAt: pause.probeAt)
-        }
+    /// The senders paused here and, on PostgreSQL, on the other live instances.
+    func pausedSenders() async -> [PausedSender] {
+        DeploymentOverview.pausedSenders(DeploymentOverview.each("paused", of: await reports(now: clock.now)))
     }
 
-    func resume(app: String, kind: SubscriptionKind, destination: String?) -> Bool {
-        dispatcher.resume(SenderKey(app: app, kind: kind, destination: destination))
+    /// Resumes the sender here and tells the other instances to resume it too.
+    func resume(app: String, kind: SubscriptionKind, destination: String?) async -> Bool {
+        let key = SenderKey(app: app, kind: kind, destination: destination)
+        var resumed = dispatcher.resume(key)
+        if let cluster = operations.cluster {
+            let provider = OperationsAPI.providerName(kind)
+            let elsewhere = await pausedSenders().contains { $0.app == app && $0.provider == provider && $0.destination == key.destination }
+            resumed = resumed || elsewhere
+            await cluster.announce(resumed: key)
+        }
+        return resumed
     }
 
     func deadLetters(_ filter: DeadLetterFilter, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeadLetterEntry> {

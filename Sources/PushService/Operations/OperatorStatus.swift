@@ -43,11 +43,14 @@ enum OperatorStatus {
                     "instances",
                     .array(
                         instances.map { info in
-                            JSON.members([
+                            let owns = leases.filter { $0.owner == info.name && $0.expiresAt > newest }.map(\.app)
+                            return JSON.members([
                                 ("name", .string(info.name)), ("address", .string(info.address)),
+                                // Every instance delivers; an owner also processes its applications' records.
+                                ("role", .string(owns.isEmpty ? "delivery" : "owner")), ("startedAt", .int(info.startedAt)),
                                 ("heartbeatAgeSeconds", .int(max(0, newest.saturatingSubtracting(info.heartbeatAt)) / 1_000)),
                                 ("live", .bool(newest.saturatingSubtracting(info.heartbeatAt) <= 5_000)),
-                                ("owns", .array(leases.filter { $0.owner == info.name && $0.expiresAt > newest }.map { .string($0.app) })),
+                                ("owns", .array(owns.map { .string($0) })),
                             ])
                         })
                 ))

@@ -25,6 +25,10 @@ struct ServiceParts: Sendable {
     /// reads data).
     let view: TreeView?
     let clock: any ServiceClock
+    /// This instance's report for the others' operations overview (``InstanceReport``).
+    let report: @Sendable () -> [UInt8]?
+    /// Resumes a sender here (an operator resumed it on another instance).
+    let resume: @Sendable (SenderKey) -> Void
     let tuning: ServiceRuntime.Tuning
     let logger: Logger
 

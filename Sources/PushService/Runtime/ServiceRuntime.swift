@@ -87,7 +87,11 @@ public struct ServiceRuntime: Sendable {
                 checkpoints: Dictionary(stored.map { ($0.source, $0) }, uniquingKeysWith: { $1 }),
                 deadLetters: DeadLetterFile(path: configuration.ingest.deadLetter, maxSize: configuration.ingest.deadLetterMaxSize, logger: logger),
                 counters: ingestCounters, health: observability.storeHealth, delivery: dispatcher,
-                address: AdvertisedAddress(configuration.http.advertised), view: readingData.isEmpty ? nil : trees, clock: clock, tuning: tuning,
+                address: AdvertisedAddress(configuration.http.advertised), view: readingData.isEmpty ? nil : trees, clock: clock,
+                report: { [table = senders.table] in
+                    DeploymentOverview.bytes(DeploymentOverview.report(dispatcher: dispatcher, senders: table, ingest: ingestCounters, now: clock.now))
+                },
+                resume: { _ = dispatcher.resume($0) }, tuning: tuning,
                 logger: logger)
 
             // What differs: how records are processed.
@@ -105,7 +109,7 @@ public struct ServiceRuntime: Sendable {
                 instance: deployment.instance, observability: observability, store: store, dispatcher: dispatcher, deliveries: deliveries,
                 ingest: ingestCounters, cluster: processing.cluster)
             let console = OperationsConsole(
-                store: store, dispatcher: dispatcher, operations: operations, rules: applications.mapValues(\.readRules), trees: trees, clock: clock,
+                store: store, dispatcher: dispatcher, senders: senders.table, operations: operations, rules: applications.mapValues(\.readRules), trees: trees, clock: clock,
                 historyLimits: configuration.operations.history, deadLetterPath: configuration.ingest.deadLetter,
                 queueFile: configuration.ingest.queueFile, maxRecordBytes: configuration.ingest.maxRecordBytes, queue: queue, checkpoints: store)
             let server = APIServer(

@@ -37,7 +37,7 @@ struct SharedDeployment: Deployment {
         let outbox = SharedOutbox(store: shared, local: parts.delivery)
         let keeper = LeaseKeeper(
             store: shared, instance: instance, address: parts.address, applications: parts.applications.keys.sorted(), changed: wake,
-            outbox: parts.delivery, clock: parts.clock, logger: parts.logger)
+            outbox: parts.delivery, clock: parts.clock, report: parts.report, logger: parts.logger)
         let engine = RecordEngine(
             settings: parts.settings, sealers: parts.sealers, registry: parts.registry, view: parts.view, configuration: parts.engineConfiguration,
             logger: parts.logger)
@@ -45,7 +45,7 @@ struct SharedDeployment: Deployment {
         let owner = ApplicationOwner(
             store: shared, leases: keeper, engine: engine, registry: parts.registry, writer: writer, wake: wake, clock: parts.clock,
             batchLines: parts.tuning.ingest.batchLines, logger: parts.logger)
-        let listener = ClusterListener(store: shared, index: parts.registry, owner: wake, outbox: parts.delivery)
+        let listener = ClusterListener(store: shared, index: parts.registry, owner: wake, outbox: parts.delivery, resume: parts.resume)
         let checker = LineChecker(watermarks: parts.checkpoints.compactMapValues(\.lastSeq), maxLineBytes: parts.configuration.ingest.maxRecordBytes)
         let machine = self.machine
         let intake = InboxIntake(
