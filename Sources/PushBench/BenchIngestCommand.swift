@@ -55,6 +55,8 @@ struct BenchIngest: AsyncParsableCommand {
     var membershipRule = false
     @Flag(help: "Run four times on the same records, side by side: the history off, on, off, on (SPEC §13.2: the skips it notes are written with each batch).")
     var compareHistory = false
+    @Flag(help: "Keep the delivery history (its skips) in the single run (profiling one mode).")
+    var history = false
     @Option(help: "Also run the same records into this PostgreSQL database (a scratch one: application \"bench\" is written there and removed after): postgres://user@host:port/db.")
     var postgres: String?
 
@@ -75,8 +77,8 @@ struct BenchIngest: AsyncParsableCommand {
             count: records, subscriptions: subscriptions, valueBytes: valueBytes, membershipEvery: membershipRule ? 100 : nil)
         try Data(lines.map { $0 + [UInt8(ascii: "\n")] }.joined()).write(to: URL(fileURLWithPath: folder + "/records.ndjson"))
         print("setup: \(subscriptions) subscriptions, \(records) records of ~\(valueBytes) bytes (\(ContinuousClock.now - setup))")
-        let result = try await IngestBenchmark.run(store: store, folder: folder, lines: lines, keepsHistory: compareHistory, logger: logger)
-        report(membershipRule ? "pushdispatch, no rules" : compareHistory ? "pushdispatch, history on" : "pushdispatch", result)
+        let result = try await IngestBenchmark.run(store: store, folder: folder, lines: lines, keepsHistory: compareHistory || history, logger: logger)
+        report(membershipRule ? "pushdispatch, no rules" : compareHistory || history ? "pushdispatch, history on" : "pushdispatch", result)
         if compareHistory {
             for (round, on) in [false, true, false].enumerated() {
                 let again = try await IngestBenchmark.prepare(folder: folder, subscriptions: subscriptions, v2: v2, members: membershipRule, name: "history-\(round)")

@@ -29,6 +29,9 @@ enum SQLiteMigrations {
         migrator.registerMigration("v8 delivery history: attempts, skips, discarded notifications") { db in
             try db.execute(sql: v8)
         }
+        migrator.registerMigration("v9 coalesced records kept on their notification, moved to the history with it") { db in
+            try db.execute(sql: v9)
+        }
         return migrator
     }
 
@@ -532,5 +535,49 @@ extension SQLiteMigrations {
         -- The record a waiting notification came from before a newer one took its place: read
         -- back by the same UPDATE (RETURNING), so that noting `coalesced` costs no query.
         ALTER TABLE notification ADD COLUMN replaced_seq INTEGER;
+        """
+
+    /// Version 9: the records a notification took the place of (`coalesced`, SPEC §13.2) are
+    /// kept on it — their `seq`s as decimal text, comma-separated, appended by the replacing
+    /// UPDATE — rather than as a `record_skip` row each: a stream that coalesces heavily noted
+    /// about one row per record. When the notification goes (delivered, dropped, discarded,
+    /// revoked: any DELETE), a trigger moves its list to `record_coalesced`, one row; a list
+    /// grown past its bound is moved by another while the notification waits. A record's
+    /// fate finds its `seq` in the lists, waiting or moved (`first_seq` bounds the search).
+    static let v9 = """
+        ALTER TABLE notification ADD COLUMN coalesced TEXT;
+        ALTER TABLE notification ADD COLUMN coalesced_first INTEGER;
+        ALTER TABLE notification ADD COLUMN coalesced_last INTEGER;
+        ALTER TABLE notification ADD COLUMN coalesced_at INTEGER;
+
+        CREATE TABLE record_coalesced (
+            id           INTEGER PRIMARY KEY AUTOINCREMENT,
+            app          TEXT    NOT NULL,
+            subscription TEXT    NOT NULL,
+            first_seq    INTEGER NOT NULL,
+            last_seq     INTEGER NOT NULL,
+            seqs         TEXT    NOT NULL,
+            at           INTEGER NOT NULL,
+            CHECK (first_seq <= last_seq)
+        ) STRICT;
+        CREATE INDEX record_coalesced_by_record ON record_coalesced (app, first_seq);
+
+        -- A list past its bound (256 bytes, about 40 seqs, or a span of 2^20 seqs) moves now:
+        -- a row is rewritten at each replacement, and a record's lookup searches the moved
+        -- lists from its seq − 2^20.
+        CREATE TRIGGER notification_coalesced_full AFTER UPDATE OF coalesced ON notification
+        WHEN length(NEW.coalesced) >= 256 OR NEW.coalesced_last - NEW.coalesced_first >= 1048576
+        BEGIN
+            INSERT INTO record_coalesced (app, subscription, first_seq, last_seq, seqs, at)
+            VALUES (NEW.app, NEW.subscription_id, NEW.coalesced_first, NEW.coalesced_last, NEW.coalesced, NEW.coalesced_at);
+            UPDATE notification SET coalesced = NULL, coalesced_first = NULL, coalesced_last = NULL, coalesced_at = NULL WHERE id = NEW.id;
+        END;
+
+        CREATE TRIGGER notification_coalesced_kept BEFORE DELETE ON notification
+        WHEN OLD.coalesced IS NOT NULL
+        BEGIN
+            INSERT INTO record_coalesced (app, subscription, first_seq, last_seq, seqs, at)
+            VALUES (OLD.app, OLD.subscription_id, OLD.coalesced_first, OLD.coalesced_last, OLD.coalesced, OLD.coalesced_at);
+        END;
         """
 }

@@ -291,17 +291,32 @@ extension SQLiteStore: DeliveryStore {
     }
 
     /// Writes skips into the history.
+    /// Rows of `record_skip` written by one statement: a heavily coalescing stream notes about
+    /// one skip per record, and a statement per row (with its `sqlite_sequence` update) cost
+    /// more than the rows.
+    static let skipsPerStatement = 64
+
     static func insertSkips(_ db: Database, _ skips: [RecordSkip]) throws {
         guard !skips.isEmpty else { return }
-        let insert = try RawStatement(db, "INSERT INTO record_skip (app, seq, subscription, why, at) VALUES (?, ?, ?, ?, ?)")
-        for skip in skips {
+        func statement(rows: Int) throws -> RawStatement {
+            try RawStatement(
+                db, "INSERT INTO record_skip (app, seq, subscription, why, at) VALUES " + Array(repeating: "(?, ?, ?, ?, ?)", count: rows).joined(separator: ", "))
+        }
+        let full = skips.count >= skipsPerStatement ? try statement(rows: skipsPerStatement) : nil
+        var start = skips.startIndex
+        while start < skips.endIndex {
+            let end = min(start + skipsPerStatement, skips.endIndex)
+            let insert = end - start == skipsPerStatement ? full! : try statement(rows: end - start)
             _ = try insert.run { binder in
-                try binder.bind(skip.app)
-                try binder.bind(skip.seq)
-                try binder.bind(skip.subscription)
-                try binder.bind(skip.why.rawValue)
-                try binder.bind(skip.at)
+                for skip in skips[start..<end] {
+                    try binder.bind(skip.app)
+                    try binder.bind(skip.seq)
+                    try binder.bind(skip.subscription)
+                    try binder.bind(skip.why.rawValue)
+                    try binder.bind(skip.at)
+                }
             }
+            start = end
         }
     }
 }

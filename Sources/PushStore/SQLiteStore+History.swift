@@ -51,11 +51,25 @@ extension SQLiteStore: HistoryStore {
                     notification: attempt.notification, subscription: attempt.subscription, kind: nil, state: .settled, attempts: [])
                 ].attempts.append(attempt)
             }
-            let skips = try Row.fetchAll(db, sql: "SELECT app, seq, subscription, why, at FROM record_skip WHERE app = ? AND seq = ? ORDER BY id", arguments: [app, seq])
+            var skips = try Row.fetchAll(db, sql: "SELECT app, seq, subscription, why, at FROM record_skip WHERE app = ? AND seq = ? ORDER BY id", arguments: [app, seq])
                 .map { row -> RecordSkip in
                     guard let why = RecordSkip.Why(rawValue: row["why"]) else { throw StoreError.corrupt("a record skip has an unknown reason") }
                     return RecordSkip(app: row["app"], seq: row["seq"], subscription: row["subscription"], why: why, at: row["at"])
                 }
+            // Coalesced across batches: the seq in a notification's list, waiting or moved with it
+            // (SQLite v9). The lists are decimal text, so the seq is looked for as `,seq,`.
+            let needle = ",\(seq),"
+            let coalesced = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT subscription_id, coalesced_at FROM notification
+                    WHERE app = ? AND coalesced IS NOT NULL AND coalesced_first <= ? AND coalesced_last >= ? AND instr(',' || coalesced || ',', ?) > 0
+                    UNION ALL
+                    SELECT subscription, at FROM record_coalesced
+                    WHERE app = ? AND first_seq BETWEEN ? AND ? AND last_seq >= ? AND instr(',' || seqs || ',', ?) > 0
+                    """,
+                arguments: [app, seq, seq, needle, app, seq.saturatingSubtracting(Self.coalescedSpan), seq, seq, needle])
+            skips += coalesced.map { RecordSkip(app: app, seq: seq, subscription: $0[0], why: .coalesced, at: $0[1]) }
             return RecordFate(notifications: notifications.values.sorted { $0.notification < $1.notification }, nothing: skips)
         }
     }
@@ -128,7 +142,9 @@ extension SQLiteStore: HistoryStore {
     @discardableResult
     public func pruneHistory(now: Int64, limits: HistoryLimits) async throws -> Int {
         var total = 0
-        for (table, time) in [("delivery_attempt", "at"), ("record_skip", "at"), ("discarded_notification", "discarded_at")] {
+        for (table, time) in [
+            ("delivery_attempt", "at"), ("record_skip", "at"), ("record_coalesced", "at"), ("discarded_notification", "discarded_at"),
+        ] {
             while true {
                 let deleted = try await write { db -> Int in
                     if !limits.isOn {

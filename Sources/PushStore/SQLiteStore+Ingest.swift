@@ -28,13 +28,22 @@ extension SQLiteStore: IngestStore {
                 WHERE id = (SELECT max(id) FROM notification
                             WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL)
                 """)
+            // With the history on, the same, appending the replaced record's seq to the
+            // notification's `coalesced` list (moved to `record_coalesced` with it, or by a
+            // trigger once it is full: SQLite v9).
             let replaceWaitingNoting = try RawStatement(
                 db,
                 """
-                UPDATE notification SET event = ?, payload = ?, record_seq = ?, replaced_seq = record_seq
+                UPDATE notification SET event = ?1, payload = ?2, record_seq = ?3,
+                    coalesced = CASE WHEN record_seq IS NULL OR record_seq IS ?3 THEN coalesced
+                                     ELSE coalesce(coalesced || ',', '') || record_seq END,
+                    coalesced_first = CASE WHEN record_seq IS NULL OR record_seq IS ?3 THEN coalesced_first
+                                           ELSE min(coalesce(coalesced_first, record_seq), record_seq) END,
+                    coalesced_last = CASE WHEN record_seq IS NULL OR record_seq IS ?3 THEN coalesced_last
+                                          ELSE max(coalesce(coalesced_last, record_seq), record_seq) END,
+                    coalesced_at = CASE WHEN record_seq IS NULL OR record_seq IS ?3 THEN coalesced_at ELSE ?5 END
                 WHERE id = (SELECT max(id) FROM notification
-                            WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL)
-                RETURNING replaced_seq
+                            WHERE subscription_handle = ?4 AND coalescable = 1 AND claimed_until IS NULL)
                 """)
             let dropWaiting = try RawStatement(
                 db, "DELETE FROM notification WHERE subscription_handle = ? AND coalescable = 1 AND claimed_until IS NULL")
@@ -62,17 +71,13 @@ extension SQLiteStore: IngestStore {
                     if entry.notification.coalesces {
                         var replaced = 0
                         if keepsHistory {
-                            // The same replacement, telling which record the replaced one came from.
-                            try replaceWaitingNoting.query(pinning: entry.payload) { binder in
+                            // The same replacement, noting the record the replaced one came from.
+                            replaced = try replaceWaitingNoting.run(pinning: entry.payload) { binder in
                                 try binder.bind(entry.notification.rawValue)
                                 try binder.bindPinned()
                                 try binder.bind(entry.recordSeq)
                                 try binder.bind(entry.subscriptionHandle)
-                            } row: { columns in
-                                replaced += 1
-                                if let earlier = columns.optionalInt64(0), earlier != entry.recordSeq {
-                                    skips.append(RecordSkip(app: entry.app, seq: earlier, subscription: entry.subscriptionID, why: .coalesced, at: batch.now))
-                                }
+                                try binder.bind(batch.now)
                             }
                         } else {
                             replaced = try replaceWaiting.run(pinning: entry.payload) { binder in
@@ -143,6 +148,10 @@ extension SQLiteStore: IngestStore {
             return result
         }
     }
+
+    /// How far back from a record's seq its lookup searches the moved `coalesced` lists: a
+    /// list spans less (the trigger that moves a full list, SQLite v9).
+    static let coalescedSpan: Int64 = 1 << 20
 
     /// The columns a new notification row gets; `notificationMarks` (one `?` each) and
     /// ``bindNotification(_:_:now:)`` go with it.

@@ -210,4 +210,41 @@ struct HistoryStoreContractTests {
         #expect(try await count() == 0)
         #expect(try await store.fate(app: "toto", seq: 12).nothing.isEmpty)
     }
+
+    @Test("a notification that took the place of 300 records' (in batches of one): each record is coalesced for it, waiting, after its delivery, and after pruning no more", arguments: StoreKind.all)
+    func manyCoalesced(kind: StoreKind) async throws {
+        let store = try await kind.make().store
+        let a = makeSubscription(path: "/a", context: "token-a")
+        let b = makeSubscription(path: "/b", context: "token-b")
+        let (ha, hb) = (try await stored(store, a), try await stored(store, b))
+        // a's value replaced 299 times, one record per batch (more than one list holds); b gets
+        // record 7 alone: record 7 must not be found coalesced for b, nor 17 for a by its digits.
+        for seq in Int64(1)...300 {
+            var operations: [OutboxOperation] = [.notify(entry(a, ha, .value, seq: seq))]
+            if seq == 7 { operations.append(.notify(entry(b, hb, .value, seq: seq))) }
+            try await commit(store, now: seq, operations)
+        }
+        func coalescedFor(_ seq: Int64) async throws -> [String] {
+            try await store.fate(app: "toto", seq: seq).nothing.filter { $0.why == .coalesced }.map(\.subscription)
+        }
+        for seq in [Int64(1), 7, 17, 150, 299] { #expect(try await coalescedFor(seq) == [a.id], "record \(seq), waiting") }
+        #expect(try await coalescedFor(300).isEmpty, "the notification holds record 300")
+        #expect(try await coalescedFor(301).isEmpty)
+        #expect(try await coalescedFor(0).isEmpty)
+        let seven = try await store.fate(app: "toto", seq: 7)
+        #expect(seven.notifications.map(\.subscription) == [b.id])
+
+        let claimed = try await store.claim(now: 400, limit: 10, claimant: "me", leaseUntil: 1_000, excluding: [])
+        #expect(claimed.count == 2)
+        _ = try await store.settle(
+            claimed.map { .delivered(id: $0.id) }, attempts: claimed.map { attempt($0, at: 401, outcome: .delivered) }, claimant: "me", now: 401)
+        for seq in Int64(1)...299 where seq % 37 == 1 || seq == 299 {
+            #expect(try await coalescedFor(seq) == [a.id], "record \(seq), after the delivery")
+        }
+        #expect(try await coalescedFor(300).isEmpty)
+        // Pruned as the other history: all of it once older than maxAge.
+        _ = try await store.pruneHistory(now: 100_000, limits: HistoryLimits(maxAge: 1_000, maxRows: 100))
+        #expect(try await coalescedFor(1).isEmpty)
+        #expect(try await coalescedFor(299).isEmpty)
+    }
 }

@@ -74,7 +74,7 @@ struct SQLiteMigrationTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
 
         let store = try SQLiteStore(path: path)
-        #expect(try await store.schemaVersion() == 8)
+        #expect(try await store.schemaVersion() == 9)
         #expect(try await store.subscription(id: "id-1")?.handle == 1)
         #expect(try await store.subscription(id: "id-2")?.tuple.destination == "orders")
         #expect(try await store.countByKind() == [.fcm: 1, .webhook: 1])
@@ -101,7 +101,7 @@ struct SQLiteMigrationTests {
             try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type IN ('index', 'trigger') AND tbl_name IN ('subscription', 'notification') ORDER BY name")
         }
         #expect(indexes.contains("notification_due") && indexes.contains("subscription_by_expiry") && indexes.contains("subscription_identity_is_immutable"))
-        #expect(indexes.count == 14, "\(indexes)")
+        #expect(indexes.count == 16 && indexes.contains("notification_coalesced_kept") && indexes.contains("notification_coalesced_full"), "\(indexes)")
         let integrity = try await store.pool.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
         // Version 7: no enumeration is checked with an IN list (a temporary B-tree per row).

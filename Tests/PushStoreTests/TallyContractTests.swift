@@ -132,19 +132,22 @@ struct TallyContractTests {
                 batch.operations = [.notify(entry(subscription, created.handle!, .value))]
                 _ = try await store.commit(batch)
             }
-            // Back to version 4: no tally, no triggers, the migrations not applied (v6 and v7 again rebuild the tables they rebuilt).
+            // Back to version 4: no tally, no triggers, no history, the migrations not applied (v6 and v7 again rebuild the tables they rebuilt).
             try await store.pool.write { db in
                 try db.execute(
                     sql: """
                         DROP TRIGGER subscription_tally_insert; DROP TRIGGER subscription_tally_delete;
                         DROP TRIGGER notification_tally_insert; DROP TRIGGER notification_tally_delete;
                         DROP TABLE tally;
-                        DELETE FROM grdb_migrations WHERE identifier LIKE 'v5 %' OR identifier LIKE 'v6 %' OR identifier LIKE 'v7 %';
+                        DROP TRIGGER notification_coalesced_kept; DROP TRIGGER notification_coalesced_full;
+                        DROP TABLE delivery_attempt; DROP TABLE record_skip; DROP TABLE discarded_notification; DROP TABLE record_coalesced;
+                        DELETE FROM grdb_migrations WHERE identifier LIKE 'v5 %' OR identifier LIKE 'v6 %' OR identifier LIKE 'v7 %'
+                            OR identifier LIKE 'v8 %' OR identifier LIKE 'v9 %';
                         """)
             }
         }
         let store = try SQLiteStore(path: path)
-        #expect(try await store.schemaVersion() == 8)
+        #expect(try await store.schemaVersion() == 9)
         #expect(try await store.countByKind() == [.fcm: 5])
         #expect(try await store.outboxDepth().count == 5)
     }
