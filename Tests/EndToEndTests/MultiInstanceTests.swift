@@ -255,6 +255,16 @@ struct MultiInstanceTests {
                 apps: {app1: {auth: {hs256Secret: "\(Self.secret("app1"))"}}}
                 """
             try Data(config.utf8).write(to: folder.appendingPathComponent("pushdispatch.yaml"))
+            if index == 1 {
+                // A line an earlier version refused by a defect since fixed: redriven below.
+                var letter = JSONWriter()
+                letter.write([
+                    "ts": .int(Int64(Date().timeIntervalSince1970 * 1000) - 60_000), "source": "socket", "position": 0,
+                    "reason": "path: an earlier version refused it by a defect",
+                    "line": .string(#"{"seq":90,"app":"app1","op":"put","path":"/redriven","data":true}"#),
+                ])
+                try Data((String(decoding: letter.bytes, as: UTF8.self) + "\n").utf8).write(to: folder.appendingPathComponent("dead.ndjson"))
+            }
             folders.append(folder)
             services.append(try RunningService(config: folder.appendingPathComponent("pushdispatch.yaml").path))
         }
@@ -284,5 +294,23 @@ struct MultiInstanceTests {
             ).text
             return counts.trimmingCharacters(in: .whitespacesAndNewlines) == "0/8"
         }
+        // Redrive on a shared deployment: each instance's own dead letters; the one valid now goes
+        // through the shared inbox to the application's owner, once; the second instance's
+        // letters were refused for their seq (the resends above) and are never applied again.
+        let ports = try await [services[0].port(), services[1].port()]
+        func redrive(_ port: Int) throws -> JSON {
+            let reply = try RunCommandTests.curl(["-X", "POST", "-H", "Content-Type: application/json", "--data", "{}", "http://127.0.0.1:\(port)/ops/v1/deadletter/redrive"])
+            return try JSONParser.parse(Array(reply.body.utf8))
+        }
+        let first = try redrive(ports[0])
+        #expect(first["applied"] == 1 && first["refused"] == 0 && first["alreadyRedriven"] == 0, "\(first)")
+        let second = try redrive(ports[1])
+        #expect(second["applied"] == 0 && second["notRedrivable"] == 3, "\(second)")
+        try await ServiceEndToEndTests.eventually("the redriven record journalled") {
+            try server.psql(name, #"SELECT count(*) FROM tree_journal WHERE convert_from(records, 'UTF8') LIKE '%"seq":90%'"#).text
+                .trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+        }
+        let again = try redrive(ports[0])
+        #expect(again["applied"] == 0 && again["alreadyRedriven"] == 1, "\(again)")
     }
 }
