@@ -143,7 +143,7 @@ async function overview() {
   const credentials = (data.credentials || []).length ? el("div", {}, el("h3", {}, "Credentials"), el("div", { class: "scroll" }, el("table", { id: "credentials-table" },
     el("thead", {}, el("tr", {}, ["App", "Provider", "Whose", "State", "Issued", "Expires", "Renewed", "Last failure", "Instance"].map((t) => el("th", { scope: "col" }, t)))),
     el("tbody", {}, data.credentials.map((c) => el("tr", {},
-      el("td", {}, c.app), el("td", {}, c.provider + (c.origins !== null ? ` (${c.origins} push services)` : "")), el("td", { class: "wrap" }, c.identity),
+      el("td", {}, c.app), el("td", {}, c.provider + (c.origins !== null ? ` (${c.origins} push services)` : "")), el("td", { class: "anywhere" }, c.identity),
       el("td", { class: c.state === "failing" || c.state === "refused" ? "error" : "" }, c.state),
       el("td", {}, when(c.issuedAt)), el("td", {}, when(c.expiresAt)), el("td", {}, when(c.renewsAt)),
       el("td", { class: "wrap" }, c.failure ? `${when(c.failure.at)}: ${c.failure.reason}` : "–"), el("td", {}, c.instance ?? "–"))))))) : null;

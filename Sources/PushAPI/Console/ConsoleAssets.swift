@@ -86,6 +86,7 @@ enum ConsoleAssets {
         th, td { text-align: left; padding: 5px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
         th { background: var(--panel); }
         td.num { font-variant-numeric: tabular-nums; }
+        td.anywhere { overflow-wrap: anywhere; min-width: 14em; }
         .scroll { overflow-x: auto; }
         .outcome-delivered { color: var(--good); font-weight: 600; }
         .outcome-retry, .outcome-paused { color: var(--warn); font-weight: 600; }
@@ -252,7 +253,7 @@ enum ConsoleAssets {
           const credentials = (data.credentials || []).length ? el("div", {}, el("h3", {}, "Credentials"), el("div", { class: "scroll" }, el("table", { id: "credentials-table" },
             el("thead", {}, el("tr", {}, ["App", "Provider", "Whose", "State", "Issued", "Expires", "Renewed", "Last failure", "Instance"].map((t) => el("th", { scope: "col" }, t)))),
             el("tbody", {}, data.credentials.map((c) => el("tr", {},
-              el("td", {}, c.app), el("td", {}, c.provider + (c.origins !== null ? ` (${c.origins} push services)` : "")), el("td", { class: "wrap" }, c.identity),
+              el("td", {}, c.app), el("td", {}, c.provider + (c.origins !== null ? ` (${c.origins} push services)` : "")), el("td", { class: "anywhere" }, c.identity),
               el("td", { class: c.state === "failing" || c.state === "refused" ? "error" : "" }, c.state),
               el("td", {}, when(c.issuedAt)), el("td", {}, when(c.expiresAt)), el("td", {}, when(c.renewsAt)),
               el("td", { class: "wrap" }, c.failure ? `${when(c.failure.at)}: ${c.failure.reason}` : "–"), el("td", {}, c.instance ?? "–"))))))) : null;
