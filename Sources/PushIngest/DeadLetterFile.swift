@@ -101,16 +101,26 @@ public final class DeadLetterFile: DeadLetterSink, @unchecked Sendable {
         }
     }
 
-    /// Opens (or creates, mode 0640) the file, cuts a partial last line, and makes the file's
-    /// name durable (a new file's lines would be lost with its directory entry).
+    /// Opens (or creates, mode 0600: its lines hold applications' data, as the database does)
+    /// the file, cuts a partial last line, and makes the file's name durable (a new file's lines
+    /// would be lost with its directory entry). A file that an earlier version created for its
+    /// group too (0640) is made the owner's alone.
     private func openFile() throws {
-        let opened = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o640)
+        let opened = open(path, O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0o600)
         guard opened >= 0 else { throw IngestError.deadLetterFile(path, "cannot open it for appending", errno: errno) }
         var status = stat()
         guard fstat(opened, &status) == 0 else {
             let code = errno
             close(opened)
             throw IngestError.deadLetterFile(path, "cannot read its size after opening it", errno: code)
+        }
+        if (status.st_mode & S_IFMT) == S_IFREG, status.st_mode & 0o077 != 0 {
+            guard fchmod(opened, 0o600) == 0 else {
+                let code = errno
+                close(opened)
+                throw IngestError.deadLetterFile(
+                    path, "is readable by its group or others and holds applications' data; run: chmod 600 \(path)", errno: code)
+            }
         }
         descriptor = opened
         regular = (status.st_mode & S_IFMT) == S_IFREG

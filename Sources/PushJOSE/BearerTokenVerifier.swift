@@ -88,7 +88,15 @@ public struct BearerTokenVerifier: Sendable {
             let audiences = aud?.stringValue.map { [$0] } ?? aud?.arrayValue?.compactMap(\.stringValue) ?? []
             guard audiences.contains(audience) else { throw Failure("the token's aud does not include \(quote(audience))") }
         }
-        let subject = claims[Key("sub")]?.stringValue ?? claims[Key("uid")]?.stringValue
+        // The subject is `sub`, or `uid` when there is no `sub`; a claim of another type is
+        // refused, never passed over for the other one.
+        var subject: String?
+        for name in ["sub", "uid"] {
+            guard let claim = claims[Key(name)] else { continue }
+            guard let text = claim.stringValue else { throw Failure("the token's \(name) claim is \(claim.typeName), not a string") }
+            subject = text
+            break
+        }
         guard let subject, !subject.isEmpty else { throw Failure("the token has no subject (sub or uid claim)") }
         return (subject, .object(claims))
     }

@@ -165,6 +165,8 @@ public enum JWS {
         let header = try ProtectedHeader(encoded: parts[0])
         let algorithm = try JWSAlgorithm.named(try header.requiredString("alg"))
         try header.rejectUnsupported(["crit", "b64", "zip"])
+        // A kid of another type is refused, not taken as no kid (which chooses a key).
+        _ = try header.string("kid")
         let key = try keyFor(header)
         try algorithm.check(key, signing: false)
         guard let signature = Base64URL.decode(parts[2]) else {

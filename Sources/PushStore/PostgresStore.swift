@@ -52,7 +52,7 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         let (configuration, check) = try target.configurations()
         try await target.check(check, logger: logger)
         let location = target.location
-        let client = PostgresClient(configuration: configuration, backgroundLogger: logger)
+        let client = PostgresClient(configuration: configuration, backgroundLogger: Self.backgroundLogger(logger))
         let runner = await Self.start(client)
         let store = PostgresStore(client: client, runner: runner, logger: logger, location: location)
         do {
@@ -78,6 +78,43 @@ public final class PostgresStore: SubscriptionStore, ServiceKeyStore, Sendable {
         }
         for await _ in begun {}
         return runner
+    }
+
+    /// The client's logger, `logger` but for one message: postgres-nio warns when a connection
+    /// is leased before `run()` has marked the client running, and that mark is a relaxed
+    /// atomic set on the runner's thread. ``start(_:)`` starts the runner before any query, but
+    /// on a loaded machine the first query can still read the mark before the runner sets it;
+    /// the lease then waits for the pool (nothing is wrong), so that warning is logged at debug.
+    static func backgroundLogger(_ logger: Logger) -> Logger {
+        var wrapped = Logger(label: logger.label) { _ in EarlyLeaseDemoted(inner: logger.handler) }
+        wrapped.logLevel = logger.logLevel
+        return wrapped
+    }
+
+    struct EarlyLeaseDemoted: LogHandler {
+        var inner: any LogHandler
+        var metadata: Logger.Metadata {
+            get { inner.metadata }
+            set { inner.metadata = newValue }
+        }
+        var logLevel: Logger.Level {
+            get { inner.logLevel }
+            set { inner.logLevel = newValue }
+        }
+
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { inner[metadataKey: key] }
+            set { inner[metadataKey: key] = newValue }
+        }
+
+        func log(event: LogEvent) {
+            var event = event
+            if event.level == .warning, "\(event.message)".hasPrefix("Trying to lease connection from `PostgresClient`, but `PostgresClient.run()`") {
+                guard inner.logLevel <= .debug else { return }
+                event.level = .debug
+            }
+            inner.log(event: event)
+        }
     }
 
     /// Stops the client (queries after this fail); the deployment lock goes with it.

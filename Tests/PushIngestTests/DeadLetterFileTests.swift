@@ -166,15 +166,26 @@ struct DeadLetterFileTests {
         #expect(logged.warnings().isEmpty)
     }
 
-    @Test("the new file has mode 0640 at most, and a rotated one keeps its lines")
+    @Test("the new file is the owner's alone (0600: it holds applications' data), and a rotated one too")
     func modes() throws {
         let file = DeadLetterFile(path: path, maxSize: 300, logger: LoggedMessages().logger)
         try file.append(Self.letters(1, from: 0))
         try file.append(Self.letters(1, from: 1))
         for name in [path, file.rotatedPath] {
             let mode = try #require(try FileManager.default.attributesOfItem(atPath: name)[.posixPermissions] as? Int)
-            #expect(mode & ~0o640 == 0, "\(name) has mode \(String(mode, radix: 8))")
+            #expect(mode == 0o600, "\(name) has mode \(String(mode, radix: 8))")
         }
+    }
+
+    @Test("a file an earlier version created 0640 is made 0600 when opened, its lines kept")
+    func earlierModeTightened() throws {
+        // Written as an earlier version did (its umask gave 0640), then opened by this one.
+        try DeadLetterFile(path: path, logger: LoggedMessages().logger).append(Self.letters(1, from: 0))
+        try FileManager.default.setAttributes([.posixPermissions: 0o640], ofItemAtPath: path)
+        try DeadLetterFile(path: path, logger: LoggedMessages().logger).append(Self.letters(1, from: 1))
+        let mode = try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+        #expect(mode == 0o600, "mode \(String(mode, radix: 8))")
+        #expect(Self.lines(path) == Self.texts(Self.letters(2, from: 0)))
     }
 
     /// A full disk, for real: a tmpfs of 64 KiB mounted for the test. Needs root (CAP_SYS_ADMIN):

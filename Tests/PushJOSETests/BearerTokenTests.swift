@@ -63,6 +63,10 @@ struct BearerTokenTests {
         ([("sub", "u1"), ("exp", .int(1_800_000_060)), ("nbf", .int(1_799_999_990))], "u1"),
         ([("sub", ""), ("exp", .int(1_800_000_060))], "no subject"),
         ([("exp", .int(1_800_000_060))], "no subject"),
+        // A subject of another type is refused, not passed over for uid (issue 33).
+        ([("sub", .int(5)), ("uid", "alice"), ("exp", .int(1_800_000_060))], "the token's sub claim is a number, not a string"),
+        ([("sub", .null), ("uid", "alice"), ("exp", .int(1_800_000_060))], "the token's sub claim is null, not a string"),
+        ([("uid", .bool(true)), ("exp", .int(1_800_000_060))], "the token's uid claim is a boolean, not a string"),
         // Numbers at the limits: checked without trapping (a trap here killed the server).
         ([("sub", "u1"), ("exp", .int(.max))], "u1"),
         ([("sub", "u1"), ("exp", .int(.max - 59))], "u1"),
@@ -97,6 +101,23 @@ struct BearerTokenTests {
         #expect(try verifier.subject(of: try token(exp: .max), now: .max) == "u1")
         #expect(try verifier.subject(of: try token(exp: 1), now: .max) == "u1")
         #expect(throws: BearerTokenVerifier.Failure.self) { try verifier.subject(of: try token(exp: .min), now: .max) }
+    }
+
+    @Test("a kid that is not a string is refused, not taken as no kid (which would choose the only key)", arguments: ["5", "null", #"["k"]"#, "{}"])
+    func kidOfAnotherType(kid: String) throws {
+        let secret = "a-secret-that-is-at-least-32-bytes-long"
+        let verifier = try BearerTokenVerifier.hs256(secret: secret)
+        let header = Base64URL.encodeToString(Array(#"{"alg":"HS256","kid":\#(kid)}"#.utf8))
+        let input = header + "." + Base64URL.encodeToString(claims([("sub", "u1"), ("exp", .int(now + 60))]))
+        let mac = HMAC<SHA256>.authenticationCode(for: Array(input.utf8), using: SymmetricKey(data: Array(secret.utf8)))
+        let token = input + "." + Base64URL.encodeToString(Array(mac))
+        #expect {
+            try verifier.subject(of: token, now: now)
+        } throws: { String(describing: $0).contains(#"header "kid" must be a string"#) }
+        // The same token without a kid is this application's: accepted.
+        let plain = Base64URL.encodeToString(Array(#"{"alg":"HS256"}"#.utf8)) + "." + Base64URL.encodeToString(claims([("sub", "u1"), ("exp", .int(now + 60))]))
+        let plainMAC = HMAC<SHA256>.authenticationCode(for: Array(plain.utf8), using: SymmetricKey(data: Array(secret.utf8)))
+        #expect(try verifier.subject(of: plain + "." + Base64URL.encodeToString(Array(plainMAC)), now: now) == "u1")
     }
 
     @Test("a short HS256 secret is refused")
