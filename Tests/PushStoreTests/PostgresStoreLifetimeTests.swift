@@ -9,33 +9,16 @@ import Testing
 /// `run()`), stopped by `close()`.
 @Suite("PostgreSQL: the client's lifetime is the store's", .processLevel, .enabled(if: PostgresTestServer.enabled))
 struct PostgresStoreLifetimeTests {
-    /// Keeps the messages of warnings and worse.
-    final class Warnings: Sendable {
-        let messages = Mutex<[String]>([])
-
-        var logger: Logger {
-            Logger(label: "lifetime-test") { _ in Handler(warnings: self) }
-        }
-
-        struct Handler: LogHandler {
-            let warnings: Warnings
-            var metadata: Logger.Metadata = [:]
-            var logLevel: Logger.Level = .trace
-
-            subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-                get { metadata[key] }
-                set { metadata[key] = newValue }
-            }
-
-            func log(event: LogEvent) {
-                if event.level >= .warning { warnings.messages.withLock { $0.append("\(event.message)") } }
-            }
-        }
-    }
-
     /// Every event a handler got, with its level.
     final class Events: Sendable {
         let all = Mutex<[(Logger.Level, String)]>([])
+
+        var logger: Logger {
+            Logger(label: "lifetime-test") { _ in Handler(events: self) }
+        }
+
+        /// The messages of warnings and worse.
+        var warnings: [String] { all.withLock { $0.filter { $0.0 >= .warning }.map(\.1) } }
 
         struct Handler: LogHandler {
             let events: Events
@@ -54,8 +37,7 @@ struct PostgresStoreLifetimeTests {
     @Test("the client's logger: postgres-nio's early-lease warning (a relaxed flag read before the runner set it) at debug, or dropped above debug; any other warning as it is")
     func earlyLeaseDemoted() {
         let events = Events()
-        var logger = Logger(label: "t") { _ in Events.Handler(events: events) }
-        logger.logLevel = .trace
+        var logger = events.logger
         let background = PostgresStore.backgroundLogger(logger)
         background.warning("Trying to lease connection from `PostgresClient`, but `PostgresClient.run()` hasn't been called yet.")
         background.warning("Connection closed")
@@ -70,7 +52,7 @@ struct PostgresStoreLifetimeTests {
     @Test("opened, the store's first queries work and log no warning; closed, queries fail")
     func runsWhileOpen() async throws {
         let url = try PostgresTestServer.shared.get().createDatabase()
-        let warnings = Warnings()
+        let warnings = Events()
         for _ in 0..<5 {
             let store = try await PostgresStore.open(url: url, logger: warnings.logger)
             #expect(try await store.countByKind().isEmpty)
@@ -79,7 +61,6 @@ struct PostgresStoreLifetimeTests {
                 _ = try await store.client.query("SELECT 1", logger: warnings.logger).collect()
             }
         }
-        let logged = warnings.messages.withLock { $0 }
-        #expect(logged.isEmpty, "\(logged)")
+        #expect(warnings.warnings.isEmpty, "\(warnings.warnings)")
     }
 }
