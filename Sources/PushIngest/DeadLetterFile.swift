@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 import PushCore
 import PushContracts
 
@@ -21,8 +22,8 @@ import Glibc
 /// bound is on disk. A batch larger than the bound by itself is written all the same, alone in a
 /// new file: a rejected line is never dropped.
 public final class DeadLetterFile: DeadLetterSink, @unchecked Sendable {
-    // @unchecked Sendable: only the pipeline's single task appends (one call at a time); the
-    // mutable state below is touched by `append` alone.
+    // @unchecked Sendable: the mutable state below is touched by `append` alone, under
+    // `serial` (several tasks append to one file: a shared instance's intake and owner).
     public let path: String
     /// The size past which the file is rotated, in bytes.
     public let maxSize: Int
@@ -34,6 +35,8 @@ public final class DeadLetterFile: DeadLetterSink, @unchecked Sendable {
     public var rotatedPath: String { path + ".1" }
 
     private let logger: Logger
+    /// One append at a time.
+    private let serial = Mutex(())
     private var descriptor: Int32 = -1
     /// Whether the open file is a regular file (not, say, `/dev/null`): only a regular file is
     /// measured, cut back and rotated.
@@ -58,6 +61,10 @@ public final class DeadLetterFile: DeadLetterSink, @unchecked Sendable {
     /// may simply call again with the same entries.
     public func append(_ letters: [DeadLetter]) throws {
         guard !letters.isEmpty else { return }
+        try serial.withLock { _ throws in try appendAlone(letters) }
+    }
+
+    private func appendAlone(_ letters: [DeadLetter]) throws {
         var bytes: [UInt8] = []
         for letter in letters { bytes += letter.json }
         if descriptor < 0 { try openFile() }

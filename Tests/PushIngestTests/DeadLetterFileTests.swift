@@ -177,6 +177,33 @@ struct DeadLetterFileTests {
         }
     }
 
+    @Test("eight tasks appending to one file at once (a shared instance's intake and owner): every line whole, none lost, rotation included")
+    func concurrentAppends() async throws {
+        // A bound that rotates now and then: a rotation racing a write lost or tore lines.
+        let file = DeadLetterFile(path: path, maxSize: 64 << 10, logger: LoggedMessages().logger)
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for batch in 0..<40 { try? file.append(Self.letters(3, from: (task * 40 + batch) * 3, size: 150)) }
+                }
+            }
+        }
+        // The newest lines are in the file and the rotated one, each whole; counted by number,
+        // the two files hold a suffix of what each task wrote (a rotation replaces an older file).
+        let lines = Self.lines(file.rotatedPath) + Self.lines(path)
+        #expect(Set(lines).count == lines.count, "no line written twice")
+        #expect(lines.allSatisfy { $0.hasPrefix("line ") && $0.utf8.count == 150 }, "every line whole")
+        let unbounded = DeadLetterFile(path: path + ".all", logger: LoggedMessages().logger)
+        await withTaskGroup(of: Void.self) { group in
+            for task in 0..<8 {
+                group.addTask {
+                    for batch in 0..<40 { try? unbounded.append(Self.letters(3, from: (task * 40 + batch) * 3, size: 150)) }
+                }
+            }
+        }
+        #expect(Set(Self.lines(path + ".all")) == Set(Self.texts(Self.letters(960, from: 0, size: 150))), "all 960 lines, none lost")
+    }
+
     @Test("a file an earlier version created 0640 is made 0600 when opened, its lines kept")
     func earlierModeTightened() throws {
         // Written as an earlier version did (its umask gave 0640), then opened by this one.
