@@ -11,8 +11,9 @@ public enum AddressClass {
 
     /// Whether `address` (4 or 16 bytes) is a public unicast address: not unspecified,
     /// loopback, private (RFC 1918, unique local), shared (100.64/10), link-local, multicast,
-    /// benchmarking, documentation or reserved. An IPv4-mapped, IPv4-compatible or NAT64 IPv6
-    /// address is judged by the IPv4 address it carries.
+    /// benchmarking, documentation or reserved, not the 6to4 relay range. An IPv4-mapped, NAT64
+    /// (64:ff9b::/96) or 6to4 IPv6 address is judged by the IPv4 address it carries;
+    /// IPv4-compatible ones, local-use NAT64 (64:ff9b:1::/48) and Teredo (2001::/32) are refused.
     public static func isPublic(_ address: [UInt8]) -> Bool {
         switch address.count {
         case 4:
@@ -24,6 +25,7 @@ public enum AddressClass {
             case 172 where b & 0xF0 == 16: return false
             case 192 where b == 168: return false
             case 192 where b == 0 && (c == 0 || c == 2): return false  // IETF protocol assignments, TEST-NET-1
+            case 192 where b == 88 && c == 99: return false  // 6to4 relay anycast (RFC 7526)
             case 198 where b & 0xFE == 18: return false  // benchmarking
             case 198 where b == 51 && c == 100: return false  // TEST-NET-2
             case 203 where b == 0 && c == 113: return false  // TEST-NET-3
@@ -35,6 +37,13 @@ public enum AddressClass {
             if prefix96.allSatisfy({ $0 == 0 }) { return false }  // ::, ::1 and IPv4-compatible ::a.b.c.d
             if prefix96.elementsEqual([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF]) { return isPublic(Array(address[12..<16])) }
             if prefix96.elementsEqual([0x00, 0x64, 0xFF, 0x9B, 0, 0, 0, 0, 0, 0, 0, 0]) { return isPublic(Array(address[12..<16])) }
+            // 64:ff9b:1::/48, local-use NAT64 (RFC 8215): translated inside a network, never a
+            // public destination (and where it puts the IPv4 address depends on the prefix).
+            if address[0..<6].elementsEqual([0x00, 0x64, 0xFF, 0x9B, 0x00, 0x01]) { return false }
+            // 2002::/16, 6to4: the IPv4 address of its relay is bytes 2 to 5.
+            if address[0] == 0x20 && address[1] == 0x02 { return isPublic(Array(address[2..<6])) }
+            // 2001::/32, Teredo: a tunnel through a server to a client behind NAT, not a destination.
+            if address[0..<4].elementsEqual([0x20, 0x01, 0x00, 0x00]) { return false }
             if address[0] & 0xFE == 0xFC { return false }  // fc00::/7 unique local
             if address[0] == 0xFE && address[1] & 0xC0 == 0x80 { return false }  // fe80::/10 link-local
             if address[0] == 0xFE && address[1] & 0xC0 == 0xC0 { return false }  // fec0::/10 site-local (deprecated)

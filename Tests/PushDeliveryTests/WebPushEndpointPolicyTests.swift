@@ -69,6 +69,11 @@ struct WebPushEndpointPolicyTests {
         ("::ffff:8.8.8.8", true), ("64:ff9b::7f00:1", false), ("64:ff9b::808:808", true), ("fc00::1", false), ("fdff::1", false),
         ("fe80::1", false), ("fec0::1", false), ("ff02::1", false), ("2001:db8::1", false), ("2001:4860:4860::8888", true),
         ("2a00:1450:4007:80e::200a", true),
+        // Forms that embed an IPv4 address (issue 33): judged by it, or refused as a whole.
+        ("192.88.99.1", false),  // the 6to4 relay anycast range (deprecated, RFC 7526)
+        ("2002:a9fe:a9fe::1", false), ("2002:7f00:1::1", false), ("2002:0808:0808::1", true),  // 6to4: 169.254.169.254, 127.0.0.1, 8.8.8.8
+        ("64:ff9b:1::a9fe:a9fe", false), ("64:ff9b:1::808:808", false),  // local-use NAT64 (RFC 8215): never a public destination
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", false),  // Teredo (2001::/32): tunnels, not destinations
     ])
     func addresses(text: String, isPublic: Bool) throws {
         let bytes = try #require(AddressClass.literal(text), "\(text) did not parse")
