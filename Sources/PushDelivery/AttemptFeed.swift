@@ -81,16 +81,6 @@ extension DeliveryAttempt {
 
     /// A webhook's name, a push service's origin (`https://host[:port]`), `nil` for the others.
     public static func destination(of entry: OutboxEntry) -> String? {
-        switch entry.kind {
-        case .webhook:
-            return entry.destination
-        case .webpush:
-            guard let context = try? WebPushContext(context: entry.target ?? ""), let target = RequestTarget(context.endpoint) else {
-                return nil
-            }
-            return WebPushEndpointPolicy.origin(of: target)
-        default:
-            return nil
-        }
+        SenderKey(entry).destination
     }
 }

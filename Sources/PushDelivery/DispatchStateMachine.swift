@@ -9,12 +9,17 @@ import PushContracts
 /// It decides:
 /// - how much to claim (free in-flight slots, at most ``Configuration/claimBatch`` at once) and
 ///   which senders to leave out (paused until their probe, slowed down until their time);
-/// - which claimed notifications start now (per-provider and per-application bounds) and which
-///   wait for a slot;
+/// - which claimed notifications start now (per-provider and per-application bounds, and for a
+///   destination, a webhook or a push service's origin, a bound of its own and a bound on all
+///   destinations together, so that slow ones never hold every slot of the application) and
+///   which wait for a slot; which were claimed while their sender was paused or slowed down
+///   (postponed, no attempt counted);
 /// - what each answer settles to (SPEC §8): delivered, retried on the persisted schedule
 ///   (never before `Retry-After`), discarded past the window, revoked (with a revoke
 ///   notification unless the token is dead), released while paused, dropped as a defect;
-///   and which sender it pauses, slows down or resumes;
+///   and which sender it pauses, slows down or resumes (a push service is paused for refusing
+///   our VAPID credentials only when it refused ``refusalsToPause`` different subscriptions in a
+///   row: one subscription made with another key cannot pause the push service of everyone);
 /// - when to look again (the next due time, a probe, a slow-down's end; or when a send ends).
 public struct DispatchStateMachine: Sendable {
     public struct Configuration: Sendable, Equatable {
@@ -23,6 +28,11 @@ public struct DispatchStateMachine: Sendable {
         public var perProvider: Int
         /// Sends at once per application.
         public var perApp: Int
+        /// Sends at once to one destination (a webhook, a push service's origin).
+        public var perDestination: Int
+        /// Sends at once to destinations, all together, per application: what they leave free
+        /// of ``perApp`` is kept for the providers the operator configured (FCM, HMS, APNs).
+        public var destinations: Int
         /// Notifications claimed and not settled, at most.
         public var maximumInFlight: Int
         /// Notifications claimed in one read of the outbox, at most.
@@ -31,17 +41,30 @@ public struct DispatchStateMachine: Sendable {
         public var pauseProbe: Int64
 
         public init(
-            retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, maximumInFlight: Int = 1_024, claimBatch: Int = 512,
-            pauseProbe: Int64 = 30_000
+            retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, perDestination: Int? = nil, maximumInFlight: Int = 1_024,
+            claimBatch: Int = 512, pauseProbe: Int64 = 30_000
         ) {
             self.retry = retry
             self.perProvider = max(1, perProvider)
             self.perApp = max(1, perApp)
+            self.destinations = Self.destinations(perApp: self.perApp)
+            self.perDestination = min(max(1, perDestination ?? Self.perDestination(perApp: self.perApp)), self.destinations)
             self.maximumInFlight = max(1, maximumInFlight)
             self.claimBatch = max(1, claimBatch)
             self.pauseProbe = max(1, pauseProbe)
         }
+
+        /// Three quarters of the application's slots (at least one): a quarter is always free
+        /// for FCM, HMS and APNs, however many destinations answer slowly.
+        public static func destinations(perApp: Int) -> Int { max(1, perApp - perApp / 4) }
+
+        /// The default bound of one destination: half the application's slots (at least one).
+        public static func perDestination(perApp: Int) -> Int { max(1, perApp / 2) }
     }
+
+    /// Different subscriptions a push service must refuse in a row (401/403, our VAPID
+    /// credentials) before the sends to it are paused; fewer are retried on their own schedule.
+    public static let refusalsToPause = 3
 
     /// Why a sender stopped sending.
     public struct Pause: Sendable, Equatable {
@@ -91,11 +114,21 @@ public struct DispatchStateMachine: Sendable {
     public struct Send: Sendable, Equatable {
         public var notification: StoredNotification
         public var provider: Provider
+        /// Its sender's key (its destination's, for a webhook or a push service).
+        public var key: SenderKey
         /// The sender found at the claim.
         public var sender: (any NotificationSender)?
         /// When the send started (milliseconds since the epoch): its answer's latency counts
         /// from here.
         public var startedAt: Int64?
+
+        public init(notification: StoredNotification, provider: Provider, sender: (any NotificationSender)? = nil, startedAt: Int64? = nil) {
+            self.notification = notification
+            self.provider = provider
+            self.key = SenderKey(notification.entry)
+            self.sender = sender
+            self.startedAt = startedAt
+        }
 
         /// Equal notifications through the same provider (senders are not compared).
         public static func == (lhs: Send, rhs: Send) -> Bool {
@@ -125,6 +158,9 @@ public struct DispatchStateMachine: Sendable {
             case paused(newly: Bool)
             /// A payload the service built was refused: a defect, dropped.
             case failed
+            /// Claimed while its sender was paused or slowed down: back to waiting until then,
+            /// not sent, no attempt counted (neither counted nor kept in the history).
+            case postponed(until: Int64)
         }
 
         public var settlement: Settlement
@@ -155,7 +191,7 @@ public struct DispatchStateMachine: Sendable {
             case .retry, .slowDown: .retry
             case .discarded: .discarded
             case .revoked: .revoked
-            case .paused: .paused
+            case .paused, .postponed: .paused
             case .failed: .dropped
             }
         }
@@ -177,7 +213,14 @@ public struct DispatchStateMachine: Sendable {
             case .discarded: "discarded"
             case .revoked: "revoked"
             case .failed: "failed"
+            case .postponed: "postponed"
             }
+        }
+
+        /// Whether it was an attempt (a postponed notification was not sent).
+        public var attempted: Bool {
+            if case .postponed = note { return false }
+            return true
         }
     }
 
@@ -186,6 +229,9 @@ public struct DispatchStateMachine: Sendable {
         var outcome: DeliveryOutcome
         var provider: Provider?
         var latency: Int64? = nil
+        var key: SenderKey
+        /// Not sent: its sender was paused or slowed down until then.
+        var postponedUntil: Int64? = nil
     }
 
     public let configuration: Configuration
@@ -193,6 +239,11 @@ public struct DispatchStateMachine: Sendable {
     public private(set) var inFlight = 0
     var byProvider: [Provider: Int] = [:]
     var byApp: [String: Int] = [:]
+    /// Sends in flight per destination, and to all destinations per application.
+    var byDestination: [SenderKey: Int] = [:]
+    var destinationsByApp: [String: Int] = [:]
+    /// Per push service: the different subscriptions it refused in a row (401/403).
+    var refusals: [SenderKey: Set<Int64>] = [:]
     /// Claimed, waiting for a provider or application slot.
     var waiting: [Send] = []
     /// Answered (or unsendable), waiting for their settlement.
@@ -216,10 +267,12 @@ public struct DispatchStateMachine: Sendable {
         return .claim(limit: min(free, configuration.claimBatch), excluding: excluded(now: now))
     }
 
-    /// The senders left out of claims at `now`; forgets slow-downs that are over.
+    /// The senders left out of claims at `now`; forgets slow-downs that are over. A push
+    /// service is not among them: the outbox keeps no origin to leave out (what is claimed for
+    /// it is postponed).
     mutating func excluded(now: Int64) -> Set<SenderKey> {
         slowedUntil = slowedUntil.filter { $0.value > now }
-        return Set(paused.filter { $0.value.probeAt > now }.keys).union(slowedUntil.keys)
+        return Set(paused.filter { $0.value.probeAt > now && $0.key.kind != .webpush }.keys).union(slowedUntil.keys.filter { $0.kind != .webpush })
     }
 
     /// The earliest time a sender left out comes back (a probe, a slow-down's end).
@@ -231,19 +284,42 @@ public struct DispatchStateMachine: Sendable {
 
     /// Takes claimed notifications in; returns those that start now (the others wait for a
     /// slot). A notification without a sender waits on the retry schedule for the
-    /// configuration to be fixed.
-    public mutating func claimed(_ claimed: [Claimed]) -> [Send] {
+    /// configuration to be fixed; one whose sender is paused or slowed down at `now` (the claim
+    /// raced the decision, or could not see its destination) is postponed until then.
+    public mutating func claimed(_ claimed: [Claimed], now: Int64) -> [Send] {
         inFlight += claimed.count
         for item in claimed {
             if let provider = item.provider {
-                waiting.append(Send(notification: item.notification, provider: provider, sender: item.sender))
+                let send = Send(notification: item.notification, provider: provider, sender: item.sender)
+                if let until = heldUntil(send.key, now: now) {
+                    completed.append(
+                        Completed(notification: item.notification, outcome: .pause(reason: "postponed"), provider: provider, key: send.key, postponedUntil: until))
+                } else {
+                    waiting.append(send)
+                }
             } else {
                 let entry = item.notification.entry
                 let reason = "no \(entry.kind.rawValue) provider is configured for \(entry.app)"
-                completed.append(Completed(notification: item.notification, outcome: .retry(reason: reason, retryAfter: nil, slowDown: false), provider: nil))
+                completed.append(
+                    Completed(
+                        notification: item.notification, outcome: .retry(reason: reason, retryAfter: nil, slowDown: false), provider: nil, key: SenderKey(entry)))
             }
         }
-        return startable()
+        return startable(now: now)
+    }
+
+    /// Until when a sender's notifications wait (its probe, the end of its slow-down), `nil`
+    /// when it sends now.
+    func heldUntil(_ key: SenderKey, now: Int64) -> Int64? {
+        if paused.isEmpty && slowedUntil.isEmpty { return nil }
+        let probe = paused[key].map(\.probeAt).flatMap { $0 > now ? $0 : nil }
+        let slowed = slowedUntil[key].flatMap { $0 > now ? $0 : nil }
+        switch (probe, slowed) {
+        case (nil, nil): return nil
+        case (let a?, let b?): return max(a, b)
+        case (let a?, nil): return a
+        case (nil, let b?): return b
+        }
     }
 
     /// What to do after a claim that returned `count` of `limit` (``claim(now:)``), given the
@@ -260,19 +336,35 @@ public struct DispatchStateMachine: Sendable {
         return .sleep(until: wakeAt)
     }
 
-    /// The waiting notifications that have a free provider and application slot now.
+    /// The waiting notifications that have a free provider and application slot now, and for
+    /// a destination, a free slot of its own and of the application's destinations.
     ///
     /// Called on every wake-up with up to ``Configuration/maximumInFlight`` sends waiting: the
     /// ones that stay are not copied (they stay in place, in order), and a provider found full
     /// is not looked up again for the rest of the pass.
-    public mutating func startable() -> [Send] {
+    /// A waiting send whose sender was paused or slowed down meanwhile is postponed.
+    public mutating func startable(now: Int64) -> [Send] {
         guard !waiting.isEmpty else { return [] }
+        if !paused.isEmpty || !slowedUntil.isEmpty {
+            var held: [Completed] = []
+            let machine = self
+            waiting.removeAll { send in
+                guard let until = machine.heldUntil(send.key, now: now) else { return false }
+                held.append(Completed(notification: send.notification, outcome: .pause(reason: "postponed"), provider: send.provider, key: send.key, postponedUntil: until))
+                return true
+            }
+            completed.append(contentsOf: held)
+        }
         var ready: [Send] = []
         var byProvider = self.byProvider
         var byApp = self.byApp
+        var byDestination = self.byDestination
+        var destinationsByApp = self.destinationsByApp
         var fullProviders: [Provider] = []
         let perProvider = configuration.perProvider
         let perApp = configuration.perApp
+        let perDestination = configuration.perDestination
+        let destinations = configuration.destinations
         waiting.removeAll { send in
             if fullProviders.contains(send.provider) { return false }
             guard byProvider[send.provider, default: 0] < perProvider else {
@@ -281,6 +373,11 @@ public struct DispatchStateMachine: Sendable {
             }
             let app = send.notification.entry.app
             guard byApp[app, default: 0] < perApp else { return false }
+            if send.key.isDestination {
+                guard destinationsByApp[app, default: 0] < destinations, byDestination[send.key, default: 0] < perDestination else { return false }
+                destinationsByApp[app, default: 0] += 1
+                byDestination[send.key, default: 0] += 1
+            }
             byProvider[send.provider, default: 0] += 1
             byApp[app, default: 0] += 1
             ready.append(send)
@@ -288,6 +385,8 @@ public struct DispatchStateMachine: Sendable {
         }
         self.byProvider = byProvider
         self.byApp = byApp
+        self.byDestination = byDestination
+        self.destinationsByApp = destinationsByApp
         return ready
     }
 
@@ -296,9 +395,20 @@ public struct DispatchStateMachine: Sendable {
     /// A send ended with `outcome`: its slots are free; its settlement waits for
     /// ``decisions(now:random:)``.
     public mutating func sent(_ send: Send, outcome: DeliveryOutcome, latency: Int64? = nil) {
-        completed.append(Completed(notification: send.notification, outcome: outcome, provider: send.provider, latency: latency))
+        completed.append(Completed(notification: send.notification, outcome: outcome, provider: send.provider, latency: latency, key: send.key))
         byProvider[send.provider, default: 1] -= 1
         byApp[send.notification.entry.app, default: 1] -= 1
+        if send.key.isDestination {
+            Self.decrement(&byDestination, send.key)
+            Self.decrement(&destinationsByApp, send.notification.entry.app)
+        }
+    }
+
+    /// One less; the key forgotten at zero (destinations come and go: the table stays as large
+    /// as what is in flight).
+    static func decrement<Key: Hashable>(_ counts: inout [Key: Int], _ key: Key) {
+        let left = counts[key, default: 1] - 1
+        counts[key] = left > 0 ? left : nil
     }
 
     /// Whether answers wait for their settlement.
@@ -323,15 +433,35 @@ public struct DispatchStateMachine: Sendable {
     mutating func decide(_ answer: Completed, now: Int64, random: () -> Double) -> Decision {
         let notification = answer.notification
         let entry = notification.entry
-        let key = SenderKey(app: entry.app, kind: entry.kind, destination: entry.destination)
+        let key = answer.key
         var decision = Decision(
             settlement: .release(id: notification.id), provider: answer.provider, notification: notification, note: .failed,
             reason: answer.outcome.reason, needsNotice: false, answered: false, resumed: false)
         decision.status = answer.outcome.status
         decision.latency = answer.latency
         decision.detail = answer.outcome.detail
-        switch answer.outcome {
+        if let until = answer.postponedUntil {
+            if now.saturatingSubtracting(notification.createdAt) > configuration.retry.window {
+                // Held past the retry window from its creation (never tried): discarded, as a
+                // paused sender's waiting notifications are.
+                decision.note = .discarded
+                decision.settlement = .discard(id: notification.id, subscriptionHandle: entry.subscriptionHandle)
+                return decision
+            }
+            decision.note = .postponed(until: until)
+            decision.settlement = .postpone(id: notification.id, until: until)
+            decision.reason = "postponed: \(key) is paused or slowed down"
+            return decision
+        }
+        var outcome = answer.outcome
+        if key.kind == .webpush, case .pause(let reason) = outcome, !confirmsRefusal(key, subscription: entry.subscriptionHandle) {
+            // One subscription refused (made with another application server key, or a push
+            // service of the subscriber's own): that subscription waits, not the push service.
+            outcome = .retry(reason: reason, retryAfter: nil, slowDown: false)
+        }
+        switch outcome {
         case .delivered:
+            refusals[key] = nil
             decision.resumed = resume(key)
             decision.answered = true
             decision.note = .delivered
@@ -376,6 +506,22 @@ public struct DispatchStateMachine: Sendable {
         return decision
     }
 
+    /// A push service refused `subscription` (401/403): whether that makes
+    /// ``refusalsToPause`` different subscriptions in a row (its refusals are then forgotten).
+    mutating func confirmsRefusal(_ key: SenderKey, subscription: Int64) -> Bool {
+        if paused[key] != nil { return true }
+        var seen = refusals[key] ?? []
+        seen.insert(subscription)
+        guard seen.count >= Self.refusalsToPause else {
+            // Bounded: a table of at most this many per push service refused lately.
+            if refusals.count >= 4_096, refusals[key] == nil { refusals.removeAll() }
+            refusals[key] = seen
+            return false
+        }
+        refusals[key] = nil
+        return true
+    }
+
     /// A paused sender whose send worked again (or that an operator resumed) is resumed;
     /// whether it was paused.
     public mutating func resume(_ key: SenderKey) -> Bool {
@@ -398,8 +544,9 @@ public struct DispatchStateMachine: Sendable {
     /// No notification claimed, in flight or waiting for its settlement.
     public var isIdle: Bool { inFlight == 0 && completed.isEmpty }
 
-    /// The applications with a paused sender (readiness lists them).
-    public var pausedApplications: [String] { Array(Set(paused.keys.map(\.app))).sorted() }
+    /// The applications with a paused sender of their own (their credentials), not counting
+    /// paused destinations.
+    public var pausedApplications: [String] { Array(Set(paused.keys.filter { !$0.isDestination }.map(\.app))).sorted() }
 
     /// Sends in flight by provider and by application (the operations overview).
     public var sending: (byProvider: [Provider: Int], byApp: [String: Int]) { (byProvider, byApp) }

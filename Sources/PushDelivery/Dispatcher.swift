@@ -27,10 +27,11 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         public var keepsHistory = false
 
         public init(
-            retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, lease: Int64 = 300_000, claimant: String = "local",
-            maximumInFlight: Int = 1_024, pauseProbe: Int64 = 30_000, releaseAllAtStart: Bool = true
+            retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, perDestination: Int? = nil, lease: Int64 = 300_000,
+            claimant: String = "local", maximumInFlight: Int = 1_024, pauseProbe: Int64 = 30_000, releaseAllAtStart: Bool = true
         ) {
-            self.machine = .init(retry: retry, perProvider: perProvider, perApp: perApp, maximumInFlight: maximumInFlight, pauseProbe: pauseProbe)
+            self.machine = .init(
+                retry: retry, perProvider: perProvider, perApp: perApp, perDestination: perDestination, maximumInFlight: maximumInFlight, pauseProbe: pauseProbe)
             self.lease = max(1_000, lease)
             self.claimant = claimant
             self.releaseAllAtStart = releaseAllAtStart
@@ -183,7 +184,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 lastStaleSweep = clock.now
                 await discardStale(now: lastStaleSweep)
             }
-            start(state.withLock { $0.machine.startable() }, group: &group)
+            let startAt = clock.now
+            start(state.withLock { $0.machine.startable(now: startAt) }, group: &group)
             let now = clock.now
             let claim = state.withLock { $0.machine.claim(now: now, settling: pending?.decisions.count ?? 0) }
             var claimed: [StoredNotification] = []
@@ -245,7 +247,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             // Each notification's sender is found once, here, and travels with its send.
             let items = claimed.map { DispatchStateMachine.Claimed($0, sender: senders.sender(for: $0.entry)) }
             let (sends, next) = state.withLock { state in
-                (state.machine.claimed(items), state.machine.next(now: now, claimed: claimed.count, limit: limit, nextDue: nextDue))
+                (state.machine.claimed(items, now: now), state.machine.next(now: now, claimed: claimed.count, limit: limit, nextDue: nextDue))
             }
             start(sends, group: &group)
             if case .sleep(let until) = next { await waitForWake(until: until) }
@@ -347,7 +349,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             }
         }
         var pending = PendingSettlements(now: now, decisions: decisions, settlements: settlements)
-        if configuration.keepsHistory || feed.isWatched { pending.attempts = decisions.map { DeliveryAttempt($0, at: now) } }
+        if configuration.keepsHistory || feed.isWatched { pending.attempts = decisions.filter(\.attempted).map { DeliveryAttempt($0, at: now) } }
         return pending
     }
 
@@ -440,6 +442,12 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     func record(_ decision: DispatchStateMachine.Decision, now: Int64) {
         let entry = decision.notification.entry
         let provider = decision.provider.label
+        if case .postponed = decision.note {
+            // Not sent: nothing to count (the pause or slow-down that held it was).
+            logger.debug("postponed: its sender is paused or slowed down", metadata: ["app": "\(entry.app)", "subscription": "\(entry.subscriptionID)"])
+            return
+        }
+        let key = SenderKey(entry)
         // Built only for a message that is logged (the metadata argument is an autoclosure):
         // most decisions are deliveries, logged at debug level.
         func metadata() -> Logger.Metadata {
@@ -447,10 +455,12 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         }
         if decision.answered { counters.answered(provider: provider, committedAt: decision.notification.createdAt, at: now) }
         stats.record(
-            DeliveryStats.Key(app: entry.app, provider: provider, destination: entry.kind == .webhook ? entry.destination : nil), now: now,
+            DeliveryStats.Key(app: entry.app, provider: provider, destination: key.destination), now: now,
             delivered: decision.note == .delivered, status: decision.status, latency: decision.latency)
         if decision.resumed {
-            logger.notice("application sender resumed: its credentials work again", metadata: ["sender": "\(SenderKey(app: entry.app, kind: entry.kind, destination: entry.destination))"])
+            logger.notice(
+                key.isDestination ? "destination resumed: it accepts our sends again" : "application sender resumed: its credentials work again",
+                metadata: ["sender": "\(key)"])
         }
         counters.count(provider: provider, outcome: decision.outcome)
         switch decision.note {
@@ -461,17 +471,25 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             logger.info("delivery will be retried", metadata: metadata().merging(["at": "\(at)"]) { $1 })
         case .slowDown:
             counters.retried(provider: provider)
-            logger.warning("provider asks to slow down: the application's sending waits", metadata: metadata())
+            logger.warning(
+                key.isDestination ? "destination asks to slow down: the sends to it wait" : "provider asks to slow down: the application's sending waits",
+                metadata: metadata().merging(["sender": "\(key)"]) { $1 })
         case .discarded:
             logger.warning("retry window over: the subscription's waiting notifications are discarded", metadata: metadata())
         case .revoked:
             logger.warning("the provider refused the subscription: revoked (delivery_rejected)", metadata: metadata())
         case .paused(let newly):
-            if newly {
+            if newly && key.isDestination {
+                logger.error(
+                    "destination paused: it refuses our requests; the application's other sends go on, no subscription is revoked",
+                    metadata: metadata().merging(["sender": "\(key)"]) { $1 })
+            } else if newly {
                 logger.error("application sender paused: its credentials or configuration are refused; no subscription is revoked", metadata: metadata())
             }
         case .failed:
             logger.error("the provider refused a payload the service built (a defect): the notification is dropped", metadata: metadata())
+        case .postponed:
+            break
         }
     }
 }

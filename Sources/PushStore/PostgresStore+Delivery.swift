@@ -96,6 +96,14 @@ extension PostgresStore: DeliveryStore {
                         logger: self.logger
                     ).collect().count
                     if released == 0 { result.lost += 1 }
+                case .postpone(let id, let until):
+                    let postponed = try await connection.query(
+                        """
+                        UPDATE notification SET next_attempt_at = greatest(next_attempt_at, \(until)), claimed_by = NULL, claimed_until = NULL
+                        WHERE id = \(id) AND claimed_by = \(claimant) RETURNING id
+                        """, logger: self.logger
+                    ).collect().count
+                    if postponed == 0 { result.lost += 1 }
                 case .retry(let id, let next, let first, let attempts):
                     guard let held = try await holds(id) else {
                         result.lost += 1

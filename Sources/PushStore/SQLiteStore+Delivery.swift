@@ -162,6 +162,14 @@ extension SQLiteStore: DeliveryStore {
                     try $0.bind(claimant)
                 }
                 if released == 0 { result.lost += 1 }
+            case .postpone(let id, let until):
+                let postponed = try db.cachedStatement(
+                    sql: """
+                        UPDATE notification SET next_attempt_at = max(next_attempt_at, ?), claimed_by = NULL, claimed_until = NULL
+                        WHERE id = ? AND claimed_by = ?
+                        """)
+                try postponed.execute(arguments: [until, id, claimant])
+                if db.changesCount == 0 { result.lost += 1 }
             case .retry(let id, let next, let first, let attempts):
                 guard let row = try holds(id) else {
                     result.lost += 1

@@ -82,8 +82,10 @@ struct DirectProvidersTests {
         Row(fixture: "webpush-not-found", expected: .revokedDeadToken),
         Row(fixture: "webpush-too-large", expected: .failed),
         Row(fixture: "webpush-missing-ttl", expected: .failed),
-        Row(fixture: "webpush-bad-jwt", expected: .paused),
-        Row(fixture: "webpush-unauthorized", expected: .paused),
+        // One subscription refused is retried alone: the push service is paused once three
+        // different ones are (``webPushOriginPause()``; issue 33).
+        Row(fixture: "webpush-bad-jwt", expected: .retried(slowDown: false)),
+        Row(fixture: "webpush-unauthorized", expected: .retried(slowDown: false)),
         Row(fixture: "webpush-rate-limited", expected: .retried(slowDown: true)),
         Row(fixture: "webpush-server-error", expected: .retried(slowDown: false)),
         Row(fixture: "webpush-unavailable", expected: .retried(slowDown: false)),
@@ -106,7 +108,7 @@ struct DirectProvidersTests {
         let sends = { h.sends(provider).filter { $0.target == target } }
         try await h.eventually("the first answer") { !sends().isEmpty && h.dispatcher.isIdle }
         let kept = try await h.store.subscription(id: subscription.0.id) != nil
-        let sender = SenderKey(app: "toto", kind: kind)
+        let sender = SenderKey(app: "toto", kind: kind, destination: kind == .webpush ? WebPushContext.origin(ofEndpoint: h.fakes.webPushOrigin) : nil)
         switch row.expected {
         case .delivered:
             try await h.eventually("the outbox to empty") { try await h.outbox().isEmpty }
@@ -143,6 +145,29 @@ struct DirectProvidersTests {
             #expect(kept && sends().count == 1, "\(sends().map(\.status))")
             #expect(h.counters.deliveries(provider: provider, outcome: "failed") == 1, "\(sends().map(\.status))")
         }
+    }
+
+    @Test("Web Push: three different subscriptions refused (403 BadJwtToken) pause that push service, nothing revoked; a fourth waits (issue 33)")
+    func webPushOriginPause() async throws {
+        let h = try await DeliveryHarness(tls: true)
+        defer { Task { await h.close() } }
+        var subscriptions: [(Subscription, Int64)] = []
+        for index in 0..<4 {
+            let name = "browser-\(index)"
+            h.fakes.script(name, Array(repeating: .recorded("webpush-bad-jwt"), count: 10))
+            subscriptions.append(try await h.subscribe(.webpush, token: h.fakes.webPushSubscription(name), path: "/w\(index)"))
+        }
+        let origin = SenderKey(app: "toto", kind: .webpush, destination: try #require(WebPushContext.origin(ofEndpoint: h.fakes.webPushOrigin)))
+        h.start()
+        for subscription in subscriptions.prefix(3) { try await h.queue(subscription) }
+        try await h.eventually("the push service paused", timeout: 20) { h.dispatcher.paused[origin] != nil }
+        #expect(h.dispatcher.pausedApplications.isEmpty, "the application's own credentials are not in question")
+        try await h.queue(subscriptions[3])
+        try await h.eventually("settled") { h.dispatcher.isIdle }
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(!h.sends("webpush").contains { $0.target == "browser-3" }, "held while its push service is paused")
+        for subscription in subscriptions { #expect(try await h.store.subscription(id: subscription.0.id) != nil) }
+        #expect(h.counters.deliveries(provider: "webpush", outcome: "revoked") == 0)
     }
 
     @Test("APNs: each answer of the table", arguments: apnsRows)

@@ -12,11 +12,17 @@ struct DispatchStateMachineTests {
 
     static func notification(
         _ id: Int64, app: String = "toto", kind: SubscriptionKind = .fcm, event: NotificationKind = .value, attempts: Int = 0,
-        firstAttemptAt: Int64? = nil, destination: String = "orders"
+        firstAttemptAt: Int64? = nil, destination: String = "orders", endpoint: String = "https://push.example.net/send/x"
     ) -> StoredNotification {
+        let target: String? =
+            switch kind {
+            case .webhook: nil
+            case .webpush: WebPushContext(endpoint: endpoint, p256dh: "BKey", auth: "auth").canonicalText
+            default: "token-\(id)"
+            }
         let entry = OutboxEntry(
-            app: app, subscriptionHandle: id, subscriptionID: "s\(id)", kind: kind, target: kind == .webhook ? nil : "token-\(id)",
-            destination: kind == .webhook ? destination : nil, notification: event, payload: [], recordSeq: 1)
+            app: app, subscriptionHandle: id, subscriptionID: "s\(id)", kind: kind, target: target, destination: kind == .webhook ? destination : nil, notification: event,
+            payload: [], recordSeq: 1)
         return StoredNotification(id: id, entry: entry, createdAt: now - 10, nextAttemptAt: now, attempts: attempts, firstAttemptAt: firstAttemptAt)
     }
 
@@ -27,7 +33,7 @@ struct DispatchStateMachineTests {
     /// A machine that claimed `notifications` and sent them all.
     static func sending(_ notifications: [StoredNotification], configuration: Machine.Configuration = .init()) -> (Machine, [Machine.Send]) {
         var machine = Machine(configuration: configuration)
-        let sends = machine.claimed(notifications.map { .init($0, provider: provider($0.entry.kind)) })
+        let sends = machine.claimed(notifications.map { .init($0, provider: provider($0.entry.kind)) }, now: Self.now)
         return (machine, sends)
     }
 
@@ -42,13 +48,13 @@ struct DispatchStateMachineTests {
     func claims() {
         var machine = Machine(configuration: .init(maximumInFlight: 4, claimBatch: 3))
         #expect(machine.claim(now: Self.now) == .claim(limit: 3, excluding: []))
-        _ = machine.claimed((1...3).map { .init(Self.notification($0), provider: .fcm) })
+        _ = machine.claimed((1...3).map { .init(Self.notification($0), provider: .fcm) }, now: Self.now)
         #expect(machine.claim(now: Self.now) == .claim(limit: 1, excluding: []))
-        _ = machine.claimed([.init(Self.notification(4), provider: .fcm)])
+        _ = machine.claimed([.init(Self.notification(4), provider: .fcm)], now: Self.now)
         #expect(machine.claim(now: Self.now) == .none)
         #expect(machine.inFlight == 4)
         // Answered is not settled: the slot frees once the settlement is stored.
-        let sends = machine.startable()
+        let sends = machine.startable(now: Self.now)
         #expect(sends.isEmpty)  // all four started when claimed
         machine.settled(2)
         #expect(machine.claim(now: Self.now) == .claim(limit: 2, excluding: []))
@@ -61,17 +67,17 @@ struct DispatchStateMachineTests {
             Self.notification(1), Self.notification(2), Self.notification(3), Self.notification(4, app: "other"),
             Self.notification(5, kind: .webhook), Self.notification(6, kind: .hms),
         ]
-        let started = machine.claimed(claimed.map { .init($0, provider: Self.provider($0.entry.kind)) })
+        let started = machine.claimed(claimed.map { .init($0, provider: Self.provider($0.entry.kind)) }, now: Self.now)
         // fcm: 1 and 2 (its bound); toto: 1, 2 and the webhook 5 (its bound); 6 waits for toto.
         #expect(started.map(\.notification.id) == [1, 2, 5])
-        #expect(machine.startable().isEmpty)
+        #expect(machine.startable(now: Self.now).isEmpty)
         machine.sent(started[0], outcome: .delivered(reference: nil))
         // A free fcm slot and a free toto slot: 3 first (claim order), then 4 waits for fcm.
-        #expect(machine.startable().map(\.notification.id) == [3])
+        #expect(machine.startable(now: Self.now).map(\.notification.id) == [3])
         machine.sent(started[2], outcome: .delivered(reference: nil))
-        #expect(machine.startable().map(\.notification.id) == [6])
+        #expect(machine.startable(now: Self.now).map(\.notification.id) == [6])
         machine.sent(started[1], outcome: .delivered(reference: nil))
-        #expect(machine.startable().map(\.notification.id) == [4])
+        #expect(machine.startable(now: Self.now).map(\.notification.id) == [4])
     }
 
     struct Row: Sendable, CustomTestStringConvertible {
@@ -164,14 +170,13 @@ struct DispatchStateMachineTests {
         #expect(machine.paused[fcm]?.probeAt == Self.now + 30_000)
         #expect(machine.pausedApplications == ["toto"])
         #expect(machine.claim(now: Self.now + 1) == .claim(limit: 512, excluding: [fcm]))
-        // Paused again before the probe: not newly.
-        _ = machine.claimed([.init(Self.notification(3), provider: .fcm)])
+        // Paused again before the probe (a send that was on its way): not newly.
         machine.sent(.init(notification: Self.notification(3), provider: .fcm), outcome: .pause(reason: "again"))
         #expect(machine.decisions(now: Self.now + 2, random: { 0.5 })[0].note == .paused(newly: false))
         #expect(machine.paused[fcm]?.since == Self.now)
         // At the probe it is claimed again; the probe's success resumes it.
         #expect(machine.claim(now: Self.now + 30_002) == .claim(limit: 512, excluding: []))
-        _ = machine.claimed([.init(Self.notification(4), provider: .fcm)])
+        _ = machine.claimed([.init(Self.notification(4), provider: .fcm)], now: Self.now + 30_002)
         machine.sent(.init(notification: Self.notification(4), provider: .fcm), outcome: .delivered(reference: nil))
         #expect(machine.decisions(now: Self.now + 30_003, random: { 0.5 })[0].resumed)
         #expect(machine.paused.isEmpty)
@@ -215,6 +220,115 @@ struct DispatchStateMachineTests {
         #expect(machine.claim(now: Self.now + 60_000) == .claim(limit: 512, excluding: []))
     }
 
+    static func push(_ id: Int64, origin: String, app: String = "toto") -> StoredNotification {
+        notification(id, app: app, kind: .webpush, endpoint: origin + "/send/\(id)")
+    }
+
+    @Test("a push service's refusals pause that push service only, and only once three different subscriptions were refused in a row (issue 33)")
+    func pushServiceRefusals() {
+        let evil = "https://evil.example", good = "https://fcm.googleapis.com"
+        var (machine, sends) = Self.sending([
+            Self.push(1, origin: evil), Self.push(2, origin: evil), Self.push(3, origin: good), Self.notification(4), Self.push(5, origin: evil),
+            Self.push(6, origin: evil),
+        ])
+        #expect(sends.count == 6)
+        let refused = AnswerClassifier.webPush(ProviderAnswer(status: 403, body: []), now: Self.now)
+        // One subscription, twice: retried on its own schedule, nothing paused.
+        machine.sent(sends[0], outcome: refused)
+        machine.sent(sends[0], outcome: refused)
+        var decisions = machine.decisions(now: Self.now, random: { 0.5 })
+        #expect(decisions.map(\.note) == [.retry(at: Self.now + 1_000), .retry(at: Self.now + 1_000)])
+        #expect(machine.paused.isEmpty)
+        // A second subscription, and a delivery at the origin in between: the streak starts again.
+        machine.sent(sends[1], outcome: refused)
+        machine.sent(sends[4], outcome: .delivered(reference: nil))
+        machine.sent(sends[5], outcome: refused)
+        _ = machine.decisions(now: Self.now, random: { 0.5 })
+        #expect(machine.paused.isEmpty)
+        // Three different subscriptions in a row: the push service is paused, alone.
+        machine.sent(sends[0], outcome: refused)
+        machine.sent(sends[1], outcome: refused)
+        decisions = machine.decisions(now: Self.now, random: { 0.5 })
+        #expect(decisions.map(\.note) == [.retry(at: Self.now + 1_000), .paused(newly: true)])
+        let evilKey = SenderKey(app: "toto", kind: .webpush, destination: evil)
+        #expect(Array(machine.paused.keys) == [evilKey])
+        #expect(machine.pausedApplications.isEmpty)  // no credential of the application's is refused
+        // Not left out of claims (the outbox keeps no origin): what is claimed for it is postponed.
+        #expect(machine.claim(now: Self.now + 1) == .claim(limit: 512, excluding: []))
+        #expect(machine.heldUntil(evilKey, now: Self.now + 1) == Self.now + 30_000)
+        // The other push service and FCM go on.
+        machine.sent(sends[2], outcome: .delivered(reference: nil))
+        machine.sent(sends[3], outcome: .delivered(reference: nil))
+        #expect(machine.decisions(now: Self.now, random: { 0.5 }).map(\.note) == [.delivered, .delivered])
+    }
+
+    @Test("a push service's 429 slows down the sends to it alone (issue 33: Retry-After: 3600 held every Web Push user)")
+    func pushServiceSlowDown() {
+        let evil = "https://evil.example:8443"
+        var (machine, sends) = Self.sending([Self.push(1, origin: evil), Self.push(2, origin: "https://updates.push.services.mozilla.com")])
+        machine.sent(sends[0], outcome: AnswerClassifier.webPush(ProviderAnswer(status: 429, retryAfter: "3600", body: []), now: Self.now))
+        #expect(machine.decisions(now: Self.now, random: { 0.5 })[0].note == .slowDown(until: Self.now + 3_600_000))
+        machine.settled(1)
+        let evilKey = SenderKey(app: "toto", kind: .webpush, destination: evil)
+        #expect(machine.heldUntil(evilKey, now: Self.now + 1) == Self.now + 3_600_000)
+        #expect(machine.heldUntil(SenderKey(app: "toto", kind: .webpush, destination: "https://updates.push.services.mozilla.com"), now: Self.now + 1) == nil)
+        #expect(machine.heldUntil(SenderKey(app: "toto", kind: .fcm), now: Self.now + 1) == nil)
+    }
+
+    @Test("claimed while its push service is held (a claim cannot leave a push service out): postponed, not sent, no attempt; past the window, discarded")
+    func postponed() {
+        let evil = "https://evil.example"
+        var (machine, sends) = Self.sending([Self.push(1, origin: evil)])
+        machine.sent(sends[0], outcome: .retry(reason: "429", retryAfter: Self.now + 60_000, slowDown: true))
+        _ = machine.decisions(now: Self.now, random: { 0.5 })
+        machine.settled(1)
+        // The outbox keeps no origin: its claims take the push service's notifications in.
+        #expect(machine.claim(now: Self.now + 1) == .claim(limit: 512, excluding: []))
+        var old = Self.push(4, origin: evil)
+        old.createdAt = Self.now - 7_200_001
+        #expect(
+            machine.claimed(
+                [.init(Self.push(2, origin: evil), provider: .webpush), .init(Self.push(3, origin: "https://other.example"), provider: .webpush), .init(old, provider: .webpush)],
+                now: Self.now + 5
+            ).map(\.notification.id) == [3])
+        let decisions = machine.decisions(now: Self.now + 5, random: { 0.5 })
+        #expect(decisions[0].settlement == .postpone(id: 2, until: Self.now + 60_000))
+        #expect(!decisions[0].attempted)
+        // Held past the retry window from its creation (it was never tried): discarded, as a
+        // paused sender's notifications are.
+        #expect(decisions[1].settlement == .discard(id: 4, subscriptionHandle: 4))
+        #expect(decisions[1].attempted)
+        // One that was claimed before the slow-down and waits for a slot is postponed too.
+        var slots = Machine(configuration: .init(perApp: 2))
+        let first = slots.claimed([.init(Self.push(5, origin: evil), provider: .webpush), .init(Self.push(6, origin: evil), provider: .webpush)], now: Self.now)
+        #expect(first.map(\.notification.id) == [5])
+        slots.sent(first[0], outcome: .retry(reason: "429", retryAfter: Self.now + 60_000, slowDown: true))
+        _ = slots.decisions(now: Self.now, random: { 0.5 })
+        #expect(slots.startable(now: Self.now + 1).isEmpty)
+        #expect(slots.decisions(now: Self.now + 1, random: { 0.5 }).map(\.settlement) == [.postpone(id: 6, until: Self.now + 60_000)])
+    }
+
+    @Test("slots: one destination holds at most half of the application's, all destinations three quarters; FCM keeps the rest (issue 33)")
+    func destinationSlots() {
+        let configuration = Machine.Configuration(perApp: 8)
+        #expect(configuration.perDestination == 4 && configuration.destinations == 6)
+        // Eight slow endpoints on one push service: four go, FCM is not held up.
+        var (machine, sends) = Self.sending((1...8).map { Self.push($0, origin: "https://slow.example") } + [Self.notification(9)], configuration: configuration)
+        #expect(sends.map(\.notification.id) == [1, 2, 3, 4, 9])
+        // Eight slow push services: six go, two slots stay for FCM.
+        (machine, sends) = Self.sending(
+            (1...8).map { Self.push($0, origin: "https://slow\($0).example") } + [Self.notification(9), Self.notification(10)], configuration: configuration)
+        #expect(sends.map(\.notification.id) == [1, 2, 3, 4, 5, 6, 9, 10])
+        // A destination's answer frees its slots.
+        machine.sent(sends[0], outcome: .delivered(reference: nil))
+        #expect(machine.startable(now: Self.now).map(\.notification.id) == [7])
+        #expect(machine.byDestination.count == 6)
+        // A webhook counts as a destination too; an explicit bound is kept within the share.
+        #expect(Machine.Configuration(perApp: 8, perDestination: 100).perDestination == 6)
+        (machine, sends) = Self.sending((1...4).map { Self.notification($0, kind: .webhook) }, configuration: .init(perApp: 8, perDestination: 1))
+        #expect(sends.map(\.notification.id) == [1])
+    }
+
     struct Wake: Sendable {
         var claimed: Int
         var limit: Int?
@@ -239,7 +353,7 @@ struct DispatchStateMachineTests {
     @Test("a notification whose application has no such sender waits on the retry schedule")
     func noSender() {
         var machine = Machine(configuration: .init())
-        #expect(machine.claimed([.init(Self.notification(1, app: "gone"), provider: nil)]).isEmpty)
+        #expect(machine.claimed([.init(Self.notification(1, app: "gone"), provider: nil)], now: Self.now).isEmpty)
         #expect(machine.hasAnswers)
         // Answered at once: the worker settles it before it sleeps.
         #expect(machine.next(now: Self.now, claimed: 1, limit: 512, nextDue: Self.now + 60_000) == .claimAgain)

@@ -123,6 +123,21 @@ struct WebPushEndpointPolicyTests {
             ("https://localhost:8443/push/a", "https://localhost:8443"), ("https://[::1]:9443/p", "https://[::1]:9443"),
         ] {
             #expect(WebPushEndpointPolicy.origin(of: try #require(RequestTarget(url))) == origin)
+            #expect(WebPushContext.origin(ofEndpoint: url) == origin)
+        }
+    }
+
+    @Test("the destination a Web Push entry is held by is the origin VAPID signs for, on seeded mutations of endpoints too (issue 33)", arguments: [4, 5] as [UInt64])
+    func destinationIsTheOrigin(seed: UInt64) throws {
+        var mutator = Mutator(seed: seed)
+        let valid = [
+            "https://fcm.googleapis.com/fcm/send/abc:APA91b", "https://updates.push.services.mozilla.com/wpush/v2/gAAAA",
+            "https://web.push.apple.com/QGuQyavXut", "https://[2001:db8::1]:8443/p?x=1", "https://h.example:0443/x", "https://H.EXAMPLE",
+        ]
+        for index in 0..<2_000 {
+            let url = String(decoding: mutator.mutateBytes(Array(valid[index % valid.count].utf8)), as: UTF8.self)
+            let expected = RequestTarget(url).flatMap { $0.secure ? WebPushEndpointPolicy.origin(of: $0) : nil }
+            #expect(WebPushContext.origin(ofEndpoint: url) == expected, "\(url.prefix(120).debugDescription)")
         }
     }
 

@@ -206,6 +206,18 @@ struct DeliveryStoreContractTests {
         let third = try await store.claim(now: 3_010, limit: 10, claimant: "x", leaseUntil: 4_000, excluding: [])
         _ = try await store.settle([.release(id: third[0].id)], claimant: "x", now: 3_011)
         #expect(try await store.notifications(limit: 10)[0].attempts == 2)
+        // Postponed (claimed while its sender was held): due again at the time given, at the
+        // earliest, no attempt counted; a time before its own schedule leaves the schedule.
+        let fourth = try await store.claim(now: 3_012, limit: 10, claimant: "x", leaseUntil: 4_000, excluding: [])
+        _ = try await store.settle([.postpone(id: fourth[0].id, until: 9_000)], claimant: "x", now: 3_013)
+        var postponed = try await store.notifications(limit: 10)[0]
+        #expect(postponed.attempts == 2 && postponed.nextAttemptAt == 9_000 && postponed.firstAttemptAt == 10)
+        #expect(try await store.claim(now: 8_999, limit: 10, claimant: "x", leaseUntil: 10_000, excluding: []).isEmpty)
+        let fifth = try await store.claim(now: 9_000, limit: 10, claimant: "x", leaseUntil: 10_000, excluding: [])
+        #expect(try await store.settle([.postpone(id: fifth[0].id, until: 5)], claimant: "y", now: 9_001).lost == 1)
+        _ = try await store.settle([.postpone(id: fifth[0].id, until: 5)], claimant: "x", now: 9_001)
+        postponed = try await store.notifications(limit: 10)[0]
+        #expect(postponed.nextAttemptAt == 9_000)
     }
 
     @Test("discard drops what waits for the subscription and keeps it; drop removes one", arguments: StoreKind.all)

@@ -11,6 +11,10 @@ public enum Settlement: Sendable, Equatable {
     case retry(id: Int64, nextAttemptAt: Int64, firstAttemptAt: Int64, attempts: Int)
     /// Back to waiting as it was, no attempt counted (a paused application, a shutdown).
     case release(id: Int64)
+    /// Back to waiting, due at `until` at the earliest, no attempt counted: claimed while its
+    /// sender was paused or slowed down (a claim that raced the decision, an entry whose
+    /// destination the claim could not see).
+    case postpone(id: Int64, until: Int64)
     /// Dropped alone, the subscription kept (a payload the provider refused as malformed).
     case drop(id: Int64)
     /// The retry window has passed: this and every other notification waiting for the
@@ -22,26 +26,46 @@ public enum Settlement: Sendable, Equatable {
 
     public var id: Int64 {
         switch self {
-        case .delivered(let id), .retry(let id, _, _, _), .release(let id), .drop(let id), .discard(let id, _), .revoke(let id, _, _): id
+        case .delivered(let id), .retry(let id, _, _, _), .release(let id), .postpone(let id, _), .drop(let id), .discard(let id, _), .revoke(let id, _, _): id
         }
     }
 }
 
-/// One application's sender for one kind of subscription, and for webhooks one destination:
-/// what pauses and slow-downs apply to (broken FCM credentials stop the application's FCM
-/// sends, not its webhooks; a webhook that refuses our signature or asks to slow down stops
-/// only itself).
+/// One application's sender for one kind of subscription, and for the kinds whose answers come
+/// from somewhere the operator does not control, one destination: a webhook (its owner
+/// answers) or a push service's origin (the subscriber chose it). What pauses, slow-downs and
+/// the bounds on sends at once apply to: broken FCM credentials stop the application's FCM
+/// sends, not its webhooks; a webhook or a push service that refuses, asks to slow down or
+/// answers slowly holds up only the sends to it (issue 33).
 public struct SenderKey: Hashable, Sendable, Comparable, CustomStringConvertible {
     public var app: String
     public var kind: SubscriptionKind
-    /// The webhook's name (`nil` for the other kinds).
+    /// The webhook's name, the push service's origin (`https://host[:port]`); `nil` for the
+    /// providers the operator configured (FCM, HMS, APNs).
     public var destination: String?
 
     public init(app: String, kind: SubscriptionKind, destination: String? = nil) {
         self.app = app
         self.kind = kind
-        self.destination = kind == .webhook ? destination : nil
+        self.destination = kind == .webhook || kind == .webpush ? destination : nil
     }
+
+    /// The sender an entry's sends go through: a Web Push entry's origin is read from its
+    /// context (the outbox stores a destination for webhooks only, so a claim cannot leave a
+    /// push service out: what is claimed for a held one is postponed, see
+    /// `DispatchStateMachine`).
+    public init(_ entry: OutboxEntry) {
+        let destination: String? =
+            switch entry.kind {
+            case .webhook: entry.destination
+            case .webpush: entry.target.flatMap(WebPushContext.origin(context:))
+            default: nil
+            }
+        self.init(app: entry.app, kind: entry.kind, destination: destination)
+    }
+
+    /// Whether it is a destination (a webhook, a push service), not an operator's provider.
+    public var isDestination: Bool { destination != nil }
 
     public static func < (lhs: SenderKey, rhs: SenderKey) -> Bool {
         (lhs.app, lhs.kind.rawValue, lhs.destination ?? "") < (rhs.app, rhs.kind.rawValue, rhs.destination ?? "")

@@ -84,6 +84,60 @@ public struct WebPushContext: Sendable, Equatable {
         try self.init(JSON.string(context))
     }
 
+    /// The push service's origin (`https://host`, `:port` unless 443, an IPv6 host in brackets,
+    /// lower case): the destination its sends are paused, slowed down and bounded by (a push
+    /// service's answers act on the sends to it, never on the application's others). `nil` when
+    /// the endpoint is not an absolute `https` URL (the service refuses to send there anyway).
+    public var origin: String? { Self.origin(ofEndpoint: endpoint) }
+
+    /// The origin of a stored `context` (``origin``); `nil` when it is not a Web Push context.
+    public static func origin(context: String) -> String? {
+        (try? WebPushContext(context: context))?.origin
+    }
+
+    /// `https://host[:port]` of an endpoint URL, as VAPID's `aud` names it (RFC 8292 §2).
+    public static func origin(ofEndpoint endpoint: String) -> String? {
+        let bytes = Array(endpoint.utf8)
+        let scheme = Array("https://".utf8)
+        // As the HTTP client reads a URL (PushHTTP's RequestTarget; a test holds them equal).
+        guard bytes.count <= 8_192, bytes.starts(with: scheme), !bytes.contains(where: { $0 <= 0x20 || $0 == 0x7F }) else { return nil }
+        let rest = bytes[scheme.count...]
+        let end = rest.firstIndex { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "?") || $0 == UInt8(ascii: "#") } ?? rest.endIndex
+        let authority = rest[rest.startIndex..<end]
+        guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")), !rest[end...].contains(UInt8(ascii: "#")) else { return nil }
+        var host: ArraySlice<UInt8>
+        var port: ArraySlice<UInt8>?
+        var bracketed = false
+        if authority.first == UInt8(ascii: "[") {
+            guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            host = authority[(authority.startIndex + 1)..<close]
+            bracketed = true
+            let after = authority[(close + 1)...]
+            if !after.isEmpty {
+                guard after.first == UInt8(ascii: ":") else { return nil }
+                port = after.dropFirst()
+            }
+            let hex = { (byte: UInt8) in (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte) }
+            guard !host.isEmpty, host.allSatisfy({ hex($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else { return nil }
+        } else if let colon = authority.firstIndex(of: UInt8(ascii: ":")) {
+            host = authority[authority.startIndex..<colon]
+            port = authority[(colon + 1)...]
+        } else {
+            host = authority
+        }
+        guard !host.isEmpty, !host.contains(UInt8(ascii: "[")), !host.contains(UInt8(ascii: "]")) else { return nil }
+        var number = 443
+        if let port {
+            guard (1...5).contains(port.count), port.allSatisfy({ (0x30...0x39).contains($0) }), let value = Int(String(decoding: port, as: UTF8.self)),
+                (1...65_535).contains(value)
+            else { return nil }
+            number = value
+        }
+        let name = String(decoding: host, as: UTF8.self).lowercased()
+        let shown = bracketed || name.contains(":") ? "[\(name)]" : name
+        return number == 443 ? "https://\(shown)" : "https://\(shown):\(number)"
+    }
+
     /// The canonical JSON text a subscription keeps as its `context`.
     public var canonicalText: String {
         var writer = JSONWriter(capacity: endpoint.utf8.count + p256dh.utf8.count + auth.utf8.count + 48)

@@ -102,12 +102,21 @@ struct ConfigurationDecoder {
             report.add(retrySection.label("initial"), .conflict, "longer than \(retrySection.label("window")); the first retry must fall within the window")
             retry.initial = retry.window
         }
+        let perApp = Int(concurrency.integer("perApp", range: 1...65_536, expected: "1 to 65536") ?? 256)
+        var perDestination = concurrency.integer("perDestination", range: 1...65_536, expected: "1 to 65536").map { Int($0) }
+        if let bound = perDestination, bound > DispatchStateMachine.Configuration.destinations(perApp: perApp) {
+            report.add(
+                concurrency.label("perDestination"), .conflict,
+                "\(bound) is more than three quarters of \(concurrency.label("perApp")) (\(DispatchStateMachine.Configuration.destinations(perApp: perApp))): all destinations together hold at most that many, the rest is kept for FCM, HMS and APNs")
+            perDestination = nil
+        }
         let delivery = ServiceConfiguration.Delivery(
             enabled: deliverySection.boolean("enabled") ?? true,
             retry: retry,
             timeout: deliverySection.duration("timeout", range: .milliseconds(100) ... .seconds(600)) ?? .seconds(10),
             perProvider: Int(concurrency.integer("perProvider", range: 1...65_536, expected: "1 to 65536") ?? 1_024),
-            perApp: Int(concurrency.integer("perApp", range: 1...65_536, expected: "1 to 65536") ?? 256),
+            perApp: perApp,
+            perDestination: perDestination,
             caFile: deliverySection.certificateFile("caFile"),
             connectionsPerHost: Int(deliverySection.integer("connectionsPerHost", range: 1...64, expected: "1 to 64") ?? 4),
             idleTimeout: deliverySection.duration("idleTimeout", range: .seconds(1) ... .seconds(3600)) ?? .seconds(60),

@@ -24,7 +24,7 @@ indirect enum ConfigurationSchema: Sendable {
                 "initial": .leaf(.duration), "multiplier": .leaf(.number), "jitter": .leaf(.number), "window": .leaf(.duration),
             ]),
             "timeout": .leaf(.duration),
-            "concurrency": .object(["perProvider": .leaf(.integer), "perApp": .leaf(.integer)]),
+            "concurrency": .object(["perProvider": .leaf(.integer), "perApp": .leaf(.integer), "perDestination": .leaf(.integer)]),
             "caFile": .leaf(.string),
             "connectionsPerHost": .leaf(.integer), "idleTimeout": .leaf(.duration), "maximumOrigins": .leaf(.integer),
         ]),

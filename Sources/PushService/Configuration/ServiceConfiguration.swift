@@ -95,6 +95,10 @@ public struct ServiceConfiguration: Sendable {
         public var perProvider: Int
         /// `delivery.concurrency.perApp`. Default 256.
         public var perApp: Int
+        /// `delivery.concurrency.perDestination`: sends at once to one webhook or one push
+        /// service's origin. Default half of `perApp`; at most three quarters of it (what all
+        /// destinations together may hold: the last quarter is kept for FCM, HMS and APNs).
+        public var perDestination: Int? = nil
         /// `delivery.caFile`: extra trusted CA certificates (PEM). Default none.
         public var caFile: String?
         /// `delivery.connectionsPerHost`: HTTP/2 connections to each provider host (each

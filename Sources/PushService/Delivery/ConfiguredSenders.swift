@@ -146,7 +146,8 @@ extension ServiceConfiguration.Delivery {
     /// The delivery worker's configuration: claims filed under `claimant`; `alone`: it is the
     /// only worker on its store, so every claim is released at start (a crash's).
     func dispatcher(claimant: String, alone: Bool, keepsHistory: Bool = false) -> Dispatcher.Configuration {
-        var configuration = Dispatcher.Configuration(retry: retryPolicy, perProvider: perProvider, perApp: perApp, claimant: claimant, releaseAllAtStart: alone)
+        var configuration = Dispatcher.Configuration(
+            retry: retryPolicy, perProvider: perProvider, perApp: perApp, perDestination: perDestination, claimant: claimant, releaseAllAtStart: alone)
         configuration.keepsHistory = keepsHistory
         return configuration
     }

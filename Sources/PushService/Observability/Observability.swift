@@ -20,6 +20,7 @@ public final class Observability: SourceReadiness, Sendable {
     let outboxDepth: Gauge
     let oldestAge: Gauge
     let appsPaused: Gauge
+    let destinationsPaused: Gauge
     /// Sources not attached yet (readiness waits for them).
     let unattached: Mutex<Set<String>>
     /// Sources that cannot take records in now, and why.
@@ -74,7 +75,10 @@ public final class Observability: SourceReadiness, Sendable {
         outboxDepth = registry.makeGauge(descriptor: Self.descriptor("pushdispatch_outbox_depth", help: "Notifications waiting for delivery"))
         oldestAge = registry.makeGauge(
             descriptor: Self.descriptor("pushdispatch_outbox_oldest_age_seconds", help: "Age of the oldest notification waiting (0 when none waits)"))
-        appsPaused = registry.makeGauge(descriptor: Self.descriptor("pushdispatch_apps_paused", help: "Applications with a paused sender"))
+        appsPaused = registry.makeGauge(
+            descriptor: Self.descriptor("pushdispatch_apps_paused", help: "Applications with a paused sender (credentials refused)"))
+        destinationsPaused = registry.makeGauge(
+            descriptor: Self.descriptor("pushdispatch_destinations_paused", help: "Webhooks and push services paused (they refuse our requests)"))
         unattached = Mutex(Set(sources))
         self.clock = clock
         startedAt = clock.now
@@ -106,7 +110,7 @@ public final class Observability: SourceReadiness, Sendable {
     }
 
     /// The Prometheus text exposition, gauges read now.
-    func exposition(store: any IngestStore & SubscriptionStore, paused: [String]) async -> [UInt8] {
+    func exposition(store: any IngestStore & SubscriptionStore, paused: [SenderKey]) async -> [UInt8] {
         if let counts = try? await store.countByKind() {
             for (kind, gauge) in subscriptions { gauge.set(Double(counts[kind] ?? 0)) }
         }
@@ -114,13 +118,19 @@ public final class Observability: SourceReadiness, Sendable {
             outboxDepth.set(Double(summary.count))
             oldestAge.set(summary.oldest.map { Double(max(0, clock.now.saturatingSubtracting($0))) / 1_000 } ?? 0)
         }
-        appsPaused.set(Double(paused.count))
+        appsPaused.set(Double(Set(paused.filter { !$0.isDestination }.map(\.app)).count))
+        destinationsPaused.set(Double(paused.filter(\.isDestination).count))
         return registry.emitToBuffer()
     }
 
     /// `nil` when ready; else why not: the store not answering or its writes held up, sources
-    /// failing or not attached yet, or paused applications (SPEC §11.10).
-    func readiness(paused: [String]) -> JSON? {
+    /// failing or not attached yet. A paused sender (an application's refused credentials, a
+    /// destination refusing our requests) is not: this instance still does its work (the API,
+    /// ingestion, every other sender), another instance would be paused the same way, and an
+    /// orchestrator taking the instance out of service would take the API with it
+    /// (docs/decisions.md, issue 33). `/status`, the metrics and the operations overview report
+    /// it.
+    func readiness() -> JSON? {
         let store = storeHealth.problems
         if !store.isEmpty {
             return [
@@ -138,9 +148,6 @@ public final class Observability: SourceReadiness, Sendable {
         let waiting = unattached.withLock { $0 }.sorted()
         if !waiting.isEmpty {
             return ["status": "starting", "waitingFor": .array(waiting.map { .string($0) })]
-        }
-        if !paused.isEmpty {
-            return ["status": "paused", "pausedApplications": .array(paused.map { .string($0) })]
         }
         return nil
     }

@@ -7,7 +7,8 @@ import PushEngine
 import PushStore
 
 /// What operators read, gathered from the parts: the metrics, the status document
-/// (``OperatorStatus``), and readiness (sources attached, no application paused). PushAPI's
+/// (``OperatorStatus``), and readiness (the store answering, the sources attached; a paused
+/// sender or destination is reported, never a reason to take the instance out of service). PushAPI's
 /// ``OperationsRoutes`` serves the first two.
 struct Operations: ReadinessProbe, OperationsReport {
     /// This process's name (`/status`).
@@ -21,11 +22,11 @@ struct Operations: ReadinessProbe, OperationsReport {
     let cluster: (any ClusterStore)?
 
     func problem() async -> JSON? {
-        observability.readiness(paused: dispatcher.pausedApplications)
+        observability.readiness()
     }
 
     func metrics() async -> [UInt8] {
-        await observability.exposition(store: store, paused: dispatcher.pausedApplications)
+        await observability.exposition(store: store, paused: Array(dispatcher.paused.keys))
     }
 
     func status() async -> JSON {

@@ -23,10 +23,12 @@ enum OperatorStatus {
         func window(_ minutes: Int) -> JSON {
             JSON.members(deliveries.recent(minutes: minutes).sorted { $0.key < $1.key }.map { ($0.key, .int(Int64($0.value))) })
         }
-        let pausedList: [JSON] = paused.sorted { ($0.key.app, $0.key.kind.rawValue) < ($1.key.app, $1.key.kind.rawValue) }.map { key, pause in
+        // Destinations (push services a subscriber chose) can be many: the first 100 are listed,
+        // `pausedCount` says how many there are.
+        let pausedList: [JSON] = paused.sorted { $0.key < $1.key }.prefix(100).map { key, pause in
             [
-                "app": .string(key.app), "kind": .string(key.kind.rawValue), "reason": .string(String(pause.reason.prefix(300))),
-                "sinceSeconds": .int(max(0, now.saturatingSubtracting(pause.since)) / 1_000),
+                "app": .string(key.app), "kind": .string(key.kind.rawValue), "destination": key.destination.map { .string($0) } ?? .null,
+                "reason": .string(String(pause.reason.prefix(300))), "sinceSeconds": .int(max(0, now.saturatingSubtracting(pause.since)) / 1_000),
             ]
         }
         let checkpoints = ((try? await store.checkpoints()) ?? []).sorted { $0.source < $1.source }.map { checkpoint -> JSON in
@@ -62,11 +64,12 @@ enum OperatorStatus {
         return JSON.members([
             ("instance", .string(instance)),
             ("uptimeSeconds", .int(max(0, now.saturatingSubtracting(observability.startedAt)) / 1_000)),
-            ("ready", .bool(observability.readiness(paused: Array(Set(paused.keys.map(\.app)))) == nil)),
+            ("ready", .bool(observability.readiness() == nil)),
             ("outbox", outbox),
             ("subscriptions", subscriptions),
             ("deliveries", JSON.members([("last1m", window(1)), ("last5m", window(5)), ("last15m", window(15))])),
             ("paused", .array(pausedList)),
+            ("pausedCount", .int(Int64(paused.count))),
             ("ingest", .array(checkpoints)),
             ("records", JSON.members([("ingested", counted(ingest.ingested)), ("rejected", counted(ingest.rejected))])),
         ] + shared)
