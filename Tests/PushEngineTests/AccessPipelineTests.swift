@@ -70,6 +70,25 @@ struct AccessPipelineTests {
         #expect(results == [["1:revoke(permission_denied)"], ["2:value"], [], ["2:value"]])
     }
 
+    @Test("rules with now are evaluated again at each record a subscription would receive: past the deadline it is revoked, not told (issue 33)")
+    func deadline() async throws {
+        let rules = try ReadRules.parse(try JSONParser.parse(Array(#"{"rules":{"open":{".read":"auth != null && now < 1000"}}}"#.utf8)))
+        #expect(rules.readsNow && !rules.readsData && rules.rechecked)
+        let subscriptions = [Self.subscription(1, "/open", uid: "alice"), Self.subscription(2, "/open/x", uid: "bob")]
+        let store = InMemorySubscriptions(subscriptions)
+        var pipeline = RecordPipeline(settings: { _ in PipelineSettings(maxWeight: 1 << 20, rules: rules) })
+        // Alice was admitted before the deadline (with what her evaluation read: nothing);
+        // Bob never was (created meanwhile): both are checked at each record's time.
+        let auth = ReadRules.auth(uid: "alice", claims: subscriptions[0].auth)
+        store.admit(1, app: "toto", path: subscriptions[0].path, auth: auth, reads: rules.evaluate(path: subscriptions[0].path, auth: auth, tree: DataTree(), now: 0).reads)
+        var results: [[String]] = []
+        for (seq, now) in [(1, Int64(500)), (2, 1_500), (3, 1_600)] {
+            let record = try ChangeRecord.parse(Array(#"{"seq":\#(seq),"app":"toto","op":"put","path":"/open/x","data":\#(seq)}"#.utf8))
+            results.append(Self.describe(try await pipeline.process(record, lookup: store, directory: store, now: now).notices).sorted())
+        }
+        #expect(results == [["1:value", "2:value"], ["1:revoke(permission_denied)", "2:revoke(permission_denied)"], []])
+    }
+
     @Test("a write that removes the member and changes the room in one patch: she gets the revocation, not the event")
     func patch() async throws {
         let results = try await Self.run(

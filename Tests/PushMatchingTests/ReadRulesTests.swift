@@ -99,7 +99,52 @@ struct ReadRulesTests {
         Case(name: "an error on the way does not stop a deeper grant", rules: #"{"rules":{".read":"auth.token.x.y == 1","a":{".read":true}}}"#, path: "/a", allowed: true),
         Case(name: "a rule that is not a boolean is false", rules: #"{"rules":{".read":"'yes'"}}"#, path: "/", allowed: false),
         Case(name: "== is strict: 1 is not true", rules: #"{"rules":{".read":"root.child('flag').val() == true"}}"#, data: #"{"flag":1}"#, path: "/", allowed: false),
+        // Integers compare exactly (issue 33: a token id of 2^53 + 1 matched data holding 2^53).
+        Case(
+            name: "integers exactly: a claim of 2^53 + 1 is not the 2^53 the data holds",
+            rules: #"{"rules":{".read":"root.child('owner').val() == auth.token.id"}}"#, data: #"{"owner":9007199254740992}"#, path: "/",
+            claims: #"{"id":9007199254740993}"#, allowed: false),
+        Case(
+            name: "integers exactly: the same integer is granted",
+            rules: #"{"rules":{".read":"root.child('owner').val() == auth.token.id"}}"#, data: #"{"owner":9007199254740993}"#, path: "/",
+            claims: #"{"id":9007199254740993}"#, allowed: true),
+        Case(name: "integers exactly: a literal beyond 2^53", rules: #"{"rules":{".read":"auth.token.id > 9007199254740992"}}"#, path: "/", claims: #"{"id":9007199254740993}"#, allowed: true),
+        Case(name: "integers exactly: 2^53 + 1 is above the double 2^53", rules: #"{"rules":{".read":"auth.token.id > 9007199254740992.0"}}"#, path: "/", claims: #"{"id":9007199254740993}"#, allowed: true),
+        Case(name: "an integer equals the same double", rules: #"{"rules":{".read":"root.child('n').val() == 2.0 && 3 / 2 == 1.5 && 4 / 2 == 2"}}"#, data: #"{"n":2}"#, path: "/", allowed: true),
+        Case(name: "integer arithmetic past 64 bits goes on as doubles: 2^63 is above 2^63 - 1", rules: #"{"rules":{".read":"9223372036854775807 + 1 > 9223372036854775807"}}"#, path: "/", allowed: true),
     ]
+
+    @Test("a search in 4 MiB of data with a 760-byte key is linear and bounded in bytes, not only in steps (issue 33: 0.81 s before; timed in docs/benchmarks.md)")
+    func searchCost() throws {
+        let big = String(repeating: "a", count: 4 << 20)
+        let key = String(repeating: "a", count: 759) + "b"
+        let tree = DataTree(root: .object(JSONObject([("doc", .string(big))])))
+        let auth = ReadRules.auth(uid: key, claims: nil)
+        let contains = try Self.rules(#"{"rules":{".read":"root.child('doc').val().contains(auth.uid)"}}"#)
+        var decision = contains.evaluate(path: .root, auth: auth, tree: tree, now: Self.now)
+        #expect(!decision.allowed && decision.trace.allSatisfy { !"\($0)".contains("MiB of strings") }, "\(decision.trace)")
+        // Twice over 4 MiB is past the budget: refused with why, quickly.
+        let twice = try Self.rules(#"{"rules":{".read":"root.child('doc').val().contains(auth.uid) || root.child('doc').val().contains(auth.uid + 'c')"}}"#)
+        decision = twice.evaluate(path: .root, auth: auth, tree: tree, now: Self.now)
+        #expect(!decision.allowed)
+        #expect(decision.trace.contains { "\($0)".contains("MiB of strings") }, "\(decision.trace)")
+        // toUpperCase of 4 MiB is refused before any work.
+        let upper = try Self.rules(#"{"rules":{".read":"root.child('doc').val().toUpperCase() == ''"}}"#)
+        decision = upper.evaluate(path: .root, auth: auth, tree: tree, now: Self.now)
+        #expect(!decision.allowed && decision.trace.contains { "\($0)".contains("toUpperCase() of a string beyond") }, "\(decision.trace)")
+        // KMP finds what a naive search finds.
+        var random = SystemRandomNumberGenerator()
+        for _ in 0..<2_000 {
+            let haystack = (0..<Int.random(in: 0...40, using: &random)).map { _ in UInt8.random(in: 97...99, using: &random) }
+            let needle = (0..<Int.random(in: 1...5, using: &random)).map { _ in UInt8.random(in: 97...99, using: &random) }
+            let start = Int.random(in: 0...max(0, haystack.count), using: &random)
+            var naive: Int?
+            if haystack.count >= needle.count, start <= haystack.count - needle.count {
+                naive = (start...(haystack.count - needle.count)).first { haystack[$0..<($0 + needle.count)].elementsEqual(needle) }
+            }
+            #expect(RuleEvaluator.find(needle, in: haystack, from: start) == naive, "\(haystack) \(needle) \(start)")
+        }
+    }
 
     @Test("each documented example answers as the Firebase rules would", arguments: cases)
     func examples(_ example: Case) throws {

@@ -74,7 +74,7 @@ extension RecordEngine {
             let tree = pipeline.processor.trees[subscription.app] ?? DataTree()
             let decision = rules.evaluate(path: subscription.path, auth: auth, tree: tree, now: now)
             if decision.allowed {
-                if rules.readsData { overlay.admit(handle, app: subscription.app, path: subscription.path, auth: auth, reads: decision.reads) }
+                if rules.rechecked { overlay.admit(handle, app: subscription.app, path: subscription.path, auth: auth, reads: decision.reads) }
                 continue
             }
             logger.info(

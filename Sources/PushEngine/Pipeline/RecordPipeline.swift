@@ -92,7 +92,7 @@ public struct RecordPipeline: Sendable {
     ) -> Staged? {
         guard case .write(let write) = record.operation else { return nil }
         let settings = settings(record.app)
-        if let rules = settings.rules, rules.readsData { return nil }
+        if let rules = settings.rules, rules.rechecked { return nil }
         let effects = processor.effects(
             of: write, app: record.app, concerned: { overlay.concerned(app: record.app, path: write.path, in: lookup) }, settings: settings,
             sourceBytes: sourceBytes)
@@ -133,7 +133,7 @@ public struct RecordPipeline: Sendable {
             let after = effects.after
             let changed = !effects.changed.isEmpty
             var events = effects.events
-            if changed, let rules = settings.rules, rules.readsData {
+            if changed, let rules = settings.rules, rules.rechecked {
                 events = try await Self.checkingAccess(
                     effects, app: record.app, rules: rules, lookup: lookup, overlay: &overlay, directory: directory, now: now)
             }
@@ -186,6 +186,18 @@ public struct RecordPipeline: Sendable {
             }
         }
         var unadmitted: [Int64] = []
+        if rules.readsNow {
+            // Rules with `now`: every subscription the write reaches, at this record's time
+            // (one admitted without reads kept no claims: they are read with the others).
+            for (match, _) in effects.events where overlay.isAdmitted(match.handle, in: lookup) && candidates[match.handle] == nil {
+                if let entry = overlay.accessEntry(match.handle, in: lookup) {
+                    candidates[match.handle] = entry.path
+                } else {
+                    unadmitted.append(match.handle)
+                    candidates[match.handle] = match.path
+                }
+            }
+        }
         for (match, _) in effects.events where !overlay.isAdmitted(match.handle, in: lookup) && candidates[match.handle] == nil {
             unadmitted.append(match.handle)
             candidates[match.handle] = match.path

@@ -61,9 +61,10 @@ public struct RecordEngine: Sendable {
         }
     }
 
-    /// The configured rules of `app` when they are to be checked again (they read data).
+    /// The configured rules of `app` when they are to be checked again (they read data, or
+    /// use `now`).
     func trackedRules(_ app: String) -> ReadRules? {
-        guard let rules = settings[app]?.rules, rules.readsData else { return nil }
+        guard let rules = settings[app]?.rules, rules.rechecked else { return nil }
         return rules
     }
 

@@ -19,6 +19,11 @@ public struct ReadRules: Sendable {
             if case .expression(let expression, _) = self { return expression.readsData }
             return false
         }
+
+        var readsNow: Bool {
+            if case .expression(let expression, _) = self { return expression.readsNow }
+            return false
+        }
     }
 
     /// One level of the rules, and what is below it.
@@ -39,16 +44,29 @@ public struct ReadRules: Sendable {
         var readsData: Bool {
             (read?.readsData ?? false) || children.values.contains(where: \.readsData) || (wildcard?.node.readsData ?? false)
         }
+
+        var readsNow: Bool {
+            (read?.readsNow ?? false) || children.values.contains(where: \.readsNow) || (wildcard?.node.readsNow ?? false)
+        }
     }
 
     let root: Node
     /// Whether some rule reads the data tree (`root` or `data`): only then can a write change an
     /// answer, and only then are evaluations tracked after writes.
     public let readsData: Bool
+    /// Whether some rule uses `now`: its answer can change with time alone, so every
+    /// subscription under these rules is evaluated again at each record it would receive (as
+    /// Firebase checks at every read; issue 33: a deadline in a rule used to stop new
+    /// subscriptions only, while existing ones kept receiving until a restart).
+    public let readsNow: Bool
+    /// Whether an answer can change after the subscription was admitted (a write, or time):
+    /// evaluations are then tracked and checked again.
+    public var rechecked: Bool { readsData || readsNow }
 
     init(root: Node) {
         self.root = root
         self.readsData = root.readsData
+        self.readsNow = root.readsNow
     }
 
     /// The rules of an application that configures none: every authenticated client may read

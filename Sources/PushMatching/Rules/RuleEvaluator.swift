@@ -6,6 +6,10 @@ enum RuleValue: Equatable {
     case null
     case boolean(Bool)
     case number(Double)
+    /// A whole number as the data, a claim or the rule wrote it: compared and added exactly
+    /// (a token's `id` of 2^53 + 1 is not the 2^53 a node holds; doubles cannot tell them
+    /// apart).
+    case integer(Int64)
     case string(String)
     /// The data at a path (what `root`, `data`, `child()` and `parent()` give).
     case snapshot(Path)
@@ -17,7 +21,7 @@ enum RuleValue: Equatable {
         switch json {
         case nil, .null?: self = .null
         case .bool(let value)?: self = .boolean(value)
-        case .int(let value)?: self = .number(Double(value))
+        case .int(let value)?: self = .integer(value)
         case .double(let value)?: self = .number(value)
         case .string(let text)?: self = .string(text)
         case .object(let object)?: self = .object(object)
@@ -29,7 +33,7 @@ enum RuleValue: Equatable {
         switch self {
         case .null: "null"
         case .boolean: "a boolean"
-        case .number: "a number"
+        case .number, .integer: "a number"
         case .string: "a string"
         case .snapshot: "a snapshot"
         case .object: "an object"
@@ -48,16 +52,22 @@ struct RuleFailure: Error {
 /// Evaluates one `.read` expression against a data tree, remembering every path whose data it
 /// read (a write at, above or below one of them may change the answer).
 ///
-/// Bounded: at most ``stepBudget`` steps per decision (shared by the rules of one cascade)
-/// and strings of at most ``maxStringBytes``, so a hostile rule cannot hold the service.
+/// Bounded: at most ``stepBudget`` steps and ``byteBudget`` bytes of strings touched per
+/// decision (shared by the rules of one cascade), strings made of at most ``maxStringBytes``,
+/// and searches in linear time, so a hostile rule (or hostile data under a plain one) cannot
+/// hold the service: a step that searches a 4 MiB string costs its 4 MiB (issue 33: one access
+/// check took 0.81 s with `contains` over 4 MiB of data and a 760-byte key).
 struct RuleEvaluator {
     static let stepBudget = 20_000
     static let maxStringBytes = 65_536
+    static let byteBudget = 8 << 20
 
     let tree: DataTree
     let auth: RuleValue
     let now: Int64
     var steps = 0
+    /// Bytes of strings searched, compared, copied or made so far.
+    var bytes = 0
     var reads: Set<Path> = []
 
     init(tree: DataTree, auth: JSON?, now: Int64) {
@@ -80,6 +90,7 @@ struct RuleEvaluator {
         case .null: return .null
         case .boolean(let value): return .boolean(value)
         case .number(let value): return .number(value)
+        case .integer(let value): return .integer(value)
         case .string(let text): return .string(text)
         case .array(let items):
             var values: [RuleValue] = []
@@ -88,7 +99,7 @@ struct RuleEvaluator {
         case .variable(let variable):
             switch variable {
             case .auth: return auth
-            case .now: return .number(Double(now))
+            case .now: return .integer(now)
             case .root: return .snapshot(.root)
             case .data: return .snapshot(data)
             case .captured(let name):
@@ -107,6 +118,7 @@ struct RuleEvaluator {
             switch (op, value) {
             case (.not, .boolean(let flag)): return .boolean(!flag)
             case (.negate, .number(let number)): return .number(-number)
+            case (.negate, .integer(let number)): return number == .min ? .number(-Double(number)) : .integer(-number)
             default: throw RuleFailure("\(op.rawValue) does not apply to \(value.kind)")
             }
         case .binary(let op, let leftExpression, let rightExpression):
@@ -119,7 +131,9 @@ struct RuleEvaluator {
                 guard case .boolean = right else { throw RuleFailure("\(op.rawValue) needs booleans, not \(right.kind)") }
                 return right
             }
-            return try binary(op, left, try evaluate(rightExpression, data: data, bindings: bindings))
+            let right = try evaluate(rightExpression, data: data, bindings: bindings)
+            if case .string(let a) = left, case .string(let b) = right { try charge(min(a.utf8.count, b.utf8.count) + 1) }
+            return try binary(op, left, right)
         case .conditional(let condition, let then, let otherwise):
             let test = try evaluate(condition, data: data, bindings: bindings)
             guard case .boolean(let flag) = test else { throw RuleFailure("?: needs a boolean condition, not \(test.kind)") }
@@ -127,10 +141,18 @@ struct RuleEvaluator {
         }
     }
 
+    /// Counts `count` bytes touched against ``byteBudget``.
+    mutating func charge(_ count: Int) throws(RuleFailure) {
+        bytes = bytes.addingReportingOverflow(count).partialValue
+        guard bytes >= 0, bytes <= Self.byteBudget else {
+            throw RuleFailure("the evaluation touched more than \(Self.byteBudget >> 20) MiB of strings")
+        }
+    }
+
     func member(_ value: RuleValue, _ name: String) throws(RuleFailure) -> RuleValue {
         switch value {
         case .object(let object): return RuleValue(object[Key(name)])
-        case .string(let text) where name == "length": return .number(Double(text.utf16.count))
+        case .string(let text) where name == "length": return .integer(Int64(text.utf16.count))
         case .snapshot: throw RuleFailure("a snapshot has no member \(name); use .child('\(name)').val()")
         default: throw RuleFailure("\(value.kind) has no member \(name)")
         }
@@ -194,31 +216,57 @@ struct RuleEvaluator {
             return .boolean(false)
         case (.string(let text), .contains), (.string(let text), .beginsWith), (.string(let text), .endsWith):
             guard case .string(let other) = arguments[0] else { throw RuleFailure("\(method.rawValue)() takes a string, not \(arguments[0].kind)") }
-            let (haystack, needle) = (Array(text.utf8), Array(other.utf8))
             switch method {
-            case .beginsWith: return .boolean(haystack.starts(with: needle))
-            case .endsWith: return .boolean(haystack.count >= needle.count && Array(haystack.suffix(needle.count)) == needle)
-            default: return .boolean(needle.isEmpty || Self.find(needle, in: haystack, from: 0) != nil)
+            case .beginsWith:
+                try charge(other.utf8.count)
+                return .boolean(text.utf8.starts(with: other.utf8))
+            case .endsWith:
+                try charge(other.utf8.count)
+                return .boolean(text.utf8.count >= other.utf8.count && text.utf8.suffix(other.utf8.count).elementsEqual(other.utf8))
+            default:
+                try charge(text.utf8.count + other.utf8.count)
+                let needle = Array(other.utf8)
+                return .boolean(needle.isEmpty || Self.find(needle, in: Array(text.utf8), from: 0) != nil)
             }
         case (.string(let text), .replace):
             guard case .string(let old) = arguments[0], case .string(let new) = arguments[1] else {
                 throw RuleFailure("replace() takes two strings")
             }
-            return .string(try Self.replacing(text, old, new))
-        case (.string(let text), .toLowerCase):
-            return .string(text.lowercased())
-        case (.string(let text), .toUpperCase):
-            return .string(text.uppercased())
+            try charge(text.utf8.count + old.utf8.count)
+            let replaced = try Self.replacing(text, old, new)
+            try charge(replaced.utf8.count)
+            return .string(replaced)
+        case (.string(let text), .toLowerCase), (.string(let text), .toUpperCase):
+            // Case mapping can grow a string (ß → SS): bounded before and after.
+            guard text.utf8.count <= Self.maxStringBytes else { throw RuleFailure("\(method.rawValue)() of a string beyond \(Self.maxStringBytes) bytes") }
+            try charge(text.utf8.count)
+            let mapped = method == .toLowerCase ? text.lowercased() : text.uppercased()
+            guard mapped.utf8.count <= Self.maxStringBytes else { throw RuleFailure("a string beyond \(Self.maxStringBytes) bytes") }
+            try charge(mapped.utf8.count)
+            return .string(mapped)
         default:
             throw RuleFailure("\(method.rawValue)() does not apply to \(target.kind)")
         }
     }
 
+    /// Where `needle` first occurs in `haystack` at or after `start`: Knuth–Morris–Pratt, in
+    /// time linear in both (a naive search is their product: 3·10⁹ byte comparisons for a
+    /// 760-byte key in 4 MiB).
     static func find(_ needle: [UInt8], in haystack: [UInt8], from start: Int) -> Int? {
-        guard !needle.isEmpty, haystack.count >= needle.count else { return nil }
+        guard !needle.isEmpty, start >= 0, haystack.count - start >= needle.count else { return nil }
+        var failure = [Int](repeating: 0, count: needle.count)
+        var k = 0
+        for i in 1..<max(1, needle.count) {
+            while k > 0 && needle[i] != needle[k] { k = failure[k - 1] }
+            if needle[i] == needle[k] { k += 1 }
+            failure[i] = k
+        }
+        var matched = 0
         var i = start
-        while i + needle.count <= haystack.count {
-            if haystack[i] == needle[0] && haystack[i..<(i + needle.count)].elementsEqual(needle) { return i }
+        while i < haystack.count {
+            while matched > 0 && haystack[i] != needle[matched] { matched = failure[matched - 1] }
+            if haystack[i] == needle[matched] { matched += 1 }
+            if matched == needle.count { return i - needle.count + 1 }
             i += 1
         }
         return nil
@@ -247,15 +295,21 @@ struct RuleEvaluator {
         case .notEqual: return .boolean(!(try Self.equal(left, right)))
         case .add:
             switch (left, right) {
-            case (.number(let a), .number(let b)): return try Self.finite(a + b)
+            case (.integer(let a), .integer(let b)):
+                let (sum, overflow) = a.addingReportingOverflow(b)
+                return overflow ? try Self.finite(Double(a) + Double(b)) : .integer(sum)
+            case (.number, .number), (.number, .integer), (.integer, .number):
+                return try Self.finite(Self.double(left)! + Self.double(right)!)
             case (.string, _), (_, .string):
-                let joined = try Self.text(left) + Self.text(right)
-                guard joined.utf8.count <= Self.maxStringBytes else { throw RuleFailure("a string beyond \(Self.maxStringBytes) bytes") }
+                let (a, b) = (try Self.text(left), try Self.text(right))
+                guard a.utf8.count + b.utf8.count <= Self.maxStringBytes else { throw RuleFailure("a string beyond \(Self.maxStringBytes) bytes") }
+                let joined = a + b
                 return .string(joined)
             default: throw RuleFailure("+ does not apply to \(left.kind) and \(right.kind)")
             }
         case .subtract, .multiply, .divide, .remainder:
-            guard case .number(let a) = left, case .number(let b) = right else {
+            if case .integer(let x) = left, case .integer(let y) = right, let exact = try Self.integerArithmetic(op, x, y) { return exact }
+            guard let a = Self.double(left), let b = Self.double(right) else {
                 throw RuleFailure("\(op.rawValue) needs numbers, not \(left.kind) and \(right.kind)")
             }
             switch op {
@@ -271,7 +325,7 @@ struct RuleEvaluator {
         case .less, .lessOrEqual, .greater, .greaterOrEqual:
             let order: Int
             switch (left, right) {
-            case (.number(let a), .number(let b)): order = a < b ? -1 : (a > b ? 1 : 0)
+            case (.number, .number), (.number, .integer), (.integer, .number), (.integer, .integer): order = Self.compare(left, right)
             case (.string(let a), .string(let b)): order = lexicographicCompareUTF8(a, b)
             default: throw RuleFailure("\(op.rawValue) compares two numbers or two strings, not \(left.kind) and \(right.kind)")
             }
@@ -284,6 +338,61 @@ struct RuleEvaluator {
         case .and, .or:
             throw RuleFailure("\(op.rawValue) is evaluated lazily")
         }
+    }
+
+    /// A number as a double (`nil` for anything else).
+    static func double(_ value: RuleValue) -> Double? {
+        switch value {
+        case .number(let number): number
+        case .integer(let number): Double(number)
+        default: nil
+        }
+    }
+
+    /// `-`, `*`, `/`, `%` of two integers when the result is an integer that fits (`nil`: the
+    /// doubles' answer, as JavaScript's).
+    static func integerArithmetic(_ op: RuleBinaryOperator, _ a: Int64, _ b: Int64) throws(RuleFailure) -> RuleValue? {
+        switch op {
+        case .subtract:
+            let (difference, overflow) = a.subtractingReportingOverflow(b)
+            return overflow ? nil : .integer(difference)
+        case .multiply:
+            let (product, overflow) = a.multipliedReportingOverflow(by: b)
+            return overflow ? nil : .integer(product)
+        case .divide:
+            guard b != 0 else { throw RuleFailure("division by zero") }
+            guard !(a == .min && b == -1), a % b == 0 else { return nil }
+            return .integer(a / b)
+        case .remainder:
+            guard b != 0 else { throw RuleFailure("remainder of a division by zero") }
+            return .integer(b == -1 ? 0 : a % b)
+        default:
+            return nil
+        }
+    }
+
+    /// The order of two numbers, exactly: an integer and a double are compared as the numbers
+    /// they are, not after rounding the integer to a double.
+    static func compare(_ left: RuleValue, _ right: RuleValue) -> Int {
+        switch (left, right) {
+        case (.integer(let a), .integer(let b)): return a < b ? -1 : (a > b ? 1 : 0)
+        case (.integer(let a), .number(let b)): return compare(a, b)
+        case (.number(let a), .integer(let b)): return -compare(b, a)
+        case (.number(let a), .number(let b)): return a < b ? -1 : (a > b ? 1 : 0)
+        default: return 0
+        }
+    }
+
+    /// The order of an integer and a finite double, exactly.
+    static func compare(_ a: Int64, _ b: Double) -> Int {
+        // 2^63 as a double; every double at or beyond it is above any Int64.
+        if b >= 9_223_372_036_854_775_808.0 { return -1 }
+        if b < -9_223_372_036_854_775_808.0 { return 1 }
+        let whole = b.rounded(.towardZero)
+        let integral = Int64(whole)
+        if a != integral { return a < integral ? -1 : 1 }
+        let fraction = b - whole
+        return fraction > 0 ? -1 : (fraction < 0 ? 1 : 0)
     }
 
     static func finite(_ value: Double) throws(RuleFailure) -> RuleValue {
@@ -300,6 +409,7 @@ struct RuleEvaluator {
             var writer = JSONWriter(capacity: 32)
             writer.write(.double(number))
             return String(decoding: writer.bytes, as: UTF8.self)
+        case .integer(let number): return String(number)
         default: throw RuleFailure("+ cannot join \(value.kind) to a string")
         }
     }
@@ -309,7 +419,7 @@ struct RuleEvaluator {
         switch (left, right) {
         case (.null, .null): return true
         case (.boolean(let a), .boolean(let b)): return a == b
-        case (.number(let a), .number(let b)): return a == b
+        case (.number, .number), (.number, .integer), (.integer, .number), (.integer, .integer): return compare(left, right) == 0
         case (.string(let a), .string(let b)): return utf8Equal(a, b)
         case (.object(let a), .object(let b)): return JSON.object(a) == JSON.object(b)
         case (.array(let a), .array(let b)):

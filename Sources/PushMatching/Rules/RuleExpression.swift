@@ -6,6 +6,8 @@ public indirect enum RuleExpression: Sendable, Equatable {
     case null
     case boolean(Bool)
     case number(Double)
+    /// An integer literal (no fraction, no exponent) that fits 64 bits: compared exactly.
+    case integer(Int64)
     case string(String)
     /// `[a, b]` (the argument of `hasChildren`).
     case array([RuleExpression])
@@ -18,10 +20,24 @@ public indirect enum RuleExpression: Sendable, Equatable {
     case binary(RuleBinaryOperator, RuleExpression, RuleExpression)
     case conditional(RuleExpression, RuleExpression, RuleExpression)
 
+    /// Whether it uses `now`: its answer can change with time alone.
+    public var readsNow: Bool {
+        switch self {
+        case .null, .boolean, .number, .integer, .string: false
+        case .variable(let variable): variable == .now
+        case .array(let items): items.contains(where: \.readsNow)
+        case .member(let base, _): base.readsNow
+        case .call(let receiver, _, let arguments): receiver.readsNow || arguments.contains(where: \.readsNow)
+        case .unary(_, let operand): operand.readsNow
+        case .binary(_, let left, let right): left.readsNow || right.readsNow
+        case .conditional(let condition, let then, let otherwise): condition.readsNow || then.readsNow || otherwise.readsNow
+        }
+    }
+
     /// Whether evaluating it may read the data tree (`root` or `data` appears in it).
     public var readsData: Bool {
         switch self {
-        case .null, .boolean, .number, .string: false
+        case .null, .boolean, .number, .integer, .string: false
         case .variable(let variable): variable == .root || variable == .data
         case .array(let items): items.contains(where: \.readsData)
         case .member(let base, _): base.readsData

@@ -12,6 +12,7 @@ struct RuleExpressionParser {
 
     enum Token: Equatable {
         case number(Double)
+        case integer(Int64)
         case string(String)
         case identifier(String)
         case punctuation(String)
@@ -67,6 +68,13 @@ struct RuleExpressionParser {
                     j = k
                 }
                 let text = String(String.UnicodeScalarView(scalars[i..<j]))
+                if let integer = Int64(text) {
+                    // Digits alone, within 64 bits: an integer, compared exactly (2^53 + 1 is
+                    // not 2^53).
+                    tokens.append((.integer(integer), column))
+                    i = j
+                    continue
+                }
                 guard let value = Double(text), value.isFinite else { throw fail("\(text) is not a finite number", at: column) }
                 tokens.append((.number(value), column))
                 i = j
@@ -158,6 +166,7 @@ struct RuleExpressionParser {
     func describe(_ token: Token) -> String {
         switch token {
         case .number(let value): "number \(value)"
+        case .integer(let value): "number \(value)"
         case .string(let text): "string \(Self.quoted(text))"
         case .identifier(let name): name
         case .punctuation(let text): Self.quoted(text)
@@ -275,6 +284,9 @@ struct RuleExpressionParser {
         case .number(let value):
             advance()
             return .number(value)
+        case .integer(let value):
+            advance()
+            return .integer(value)
         case .string(let text):
             advance()
             return .string(text)

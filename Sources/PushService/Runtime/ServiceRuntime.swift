@@ -66,7 +66,10 @@ public struct ServiceRuntime: Sendable {
         // before records reach them).
         let queue = IngestQueue()
         let readingData = Set(applications.filter { $0.value.settings.rules?.readsData == true }.keys)
-        let registry = SubscriptionRegistry(store: store, admitting: readingData, admissionsWaiting: queue, logger: logger)
+        // Rules that read data or use `now`: new subscriptions are admitted by the engine, and
+        // checked again as writes reach them.
+        let rechecked = Set(applications.filter { $0.value.settings.rules?.rechecked == true }.keys)
+        let registry = SubscriptionRegistry(store: store, admitting: rechecked, admissionsWaiting: queue, logger: logger)
         try await registry.load()
         logger.info("subscriptions loaded", metadata: ["count": "\(registry.count)", "store": "\(store.location)"])
         try await LegacyRevocations.requeue(store: store, sealers: sealers, now: clock.now, logger: logger)
