@@ -309,7 +309,7 @@ public struct OperationsAPI: Sendable {
         }
         let json: JSON
         do {
-            json = try JSONParser.parse(Array(buffer.readableBytesView))
+            json = try JSONParser.parseRejectingDuplicateKeys(Array(buffer.readableBytesView))
         } catch {
             throw APIError.badRequest("the body is not valid JSON: \(error)")
         }

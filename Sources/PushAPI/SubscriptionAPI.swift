@@ -298,8 +298,9 @@ public struct SubscriptionAPI: Sendable {
                 "the body must be JSON with Content-Type: application/json\(contentType.isEmpty ? "" : ", not \(contentType)")")
         }
         do {
-            return try buffer.readableBytesView.withContiguousStorageIfAvailable { try JSONParser.parse($0) }
-                ?? JSONParser.parse(Array(buffer.readableBytesView))
+            // A repeated key is refused: which one counts would be a guess (issue 33).
+            return try buffer.readableBytesView.withContiguousStorageIfAvailable { try JSONParser.parseRejectingDuplicateKeys($0) }
+                ?? JSONParser.parseRejectingDuplicateKeys(Array(buffer.readableBytesView))
         } catch let error as JSONParseError {
             throw APIError.badRequest("the body is not valid JSON: \(error)")
         }

@@ -62,14 +62,15 @@ public struct BearerTokenVerifier: Sendable {
         }
         let claims: JSONObject
         do {
-            guard case .object(let object) = try JSONParser.parse(verified.payload) else {
+            guard case .object(let object) = try JSONParser.parseRejectingDuplicateKeys(verified.payload) else {
                 throw Failure("the token's claims are not a JSON object")
             }
             claims = object
         } catch let failure as Failure {
             throw failure
         } catch {
-            throw Failure("the token's claims are not JSON")
+            // A repeated claim is refused (which one counts would be a guess): the error names it.
+            throw Failure("the token's claims are not JSON with each claim once: \(error)")
         }
         guard let exp = claims[Key("exp")] else { throw Failure("the token has no exp claim") }
         guard let expires = exp.secondsClaim else { throw Failure("exp is not a number of seconds") }

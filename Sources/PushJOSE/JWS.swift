@@ -222,7 +222,7 @@ struct ProtectedHeader {
         }
         let json: JSON
         do {
-            json = try JSONParser.parse(bytes)
+            json = try JSONParser.parseRejectingDuplicateKeys(bytes)
         } catch {
             throw .malformed("the protected header is not JSON (\(error))")
         }

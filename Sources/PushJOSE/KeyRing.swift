@@ -39,7 +39,7 @@ public struct KeyRing: Sendable {
     public init(jwkSetText bytes: [UInt8]) throws(JOSEError) {
         let json: JSON
         do {
-            json = try JSONParser.parse(bytes)
+            json = try JSONParser.parseRejectingDuplicateKeys(bytes)
         } catch {
             throw .invalidKey("the JWK Set is not valid JSON: \(error)")
         }

@@ -22,7 +22,7 @@ public struct ServiceAccountKey: @unchecked Sendable {
     public init(json bytes: [UInt8]) throws(JOSEError) {
         let json: JSON
         do {
-            json = try JSONParser.parse(bytes)
+            json = try JSONParser.parseRejectingDuplicateKeys(bytes)
         } catch {
             throw .invalidKey("not a service-account key file: \(error)")
         }

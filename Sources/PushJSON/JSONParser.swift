@@ -17,16 +17,21 @@ public struct JSONParser {
         return try parser.parseDocument()
     }
 
-    /// Parses one JSON document in which no object repeats a key (a repeated key is an error
-    /// instead of the last one winning): for inputs whose readers may disagree on which one
-    /// counts, such as a notification payload.
+    /// Parses one JSON document in which no object repeats a key (a repeated key is an error,
+    /// naming the key and where its object opens, instead of the last one winning): for inputs
+    /// whose readers may disagree on which one counts and where it decides something (a
+    /// notification payload, read rules, a token's claims and header, a request body, a key
+    /// set; issue 33: `{".read":false,".read":true}` granted).
     public static func parseRejectingDuplicateKeys(_ bytes: [UInt8]) throws(JSONParseError) -> JSON {
-        try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in
-            var parser = JSONParser(buffer)
-            parser.rejectDuplicateKeys = true
-            defer { parser.release() }
-            return try parser.parseDocument()
-        }
+        try bytes.withUnsafeBufferPointer { buffer throws(JSONParseError) in try parseRejectingDuplicateKeys(buffer) }
+    }
+
+    /// ``parseRejectingDuplicateKeys(_:)-([UInt8])`` over a buffer.
+    public static func parseRejectingDuplicateKeys(_ bytes: UnsafeBufferPointer<UInt8>) throws(JSONParseError) -> JSON {
+        var parser = JSONParser(bytes)
+        parser.rejectDuplicateKeys = true
+        defer { parser.release() }
+        return try parser.parseDocument()
     }
 
     /// Parses one JSON document.
@@ -217,11 +222,15 @@ public struct JSONParser {
         }
         var entries = memberStack.popContiguous(from: base)
         if !inOrder {
-            let count = entries.count
-            JSONObject.sortRemovingDuplicates(&entries)
-            if rejectDuplicateKeys && entries.count < count {
-                throw fail("the object opened at byte \(open) repeats a key; expected each key once", at: open)
+            if rejectDuplicateKeys {
+                var seen = Set<Key>(minimumCapacity: entries.count)
+                for entry in entries where !seen.insert(entry.key).inserted {
+                    var shown = String(entry.key.string.unicodeScalars.prefix(64).map { $0.properties.generalCategory == .control ? "?" : Character($0) })
+                    if entry.key.string.unicodeScalars.count > 64 { shown += "…" }
+                    throw fail("the object opened at byte \(open) repeats the key \"\(shown)\"; expected each key once", at: open)
+                }
             }
+            JSONObject.sortRemovingDuplicates(&entries)
         }
         return .object(JSONObject(root: BTreeNode.build(entries)))
     }

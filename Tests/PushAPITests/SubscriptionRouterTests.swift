@@ -80,6 +80,8 @@ struct SubscriptionRouterTests {
             name: "an unknown application, a token no application accepts", path: "/datasync/v2/nope/subscriptions/u1",
             token: ("u1", "another-secret-of-at-least-thirty-two-bytes"), status: 401, code: "unauthorized"),
         Refusal(name: "a body that is not JSON", body: "{\"kind\":", status: 400, code: "bad_request"),
+        // Which "path" counts would be a guess: refused (issue 33).
+        Refusal(name: "a body that repeats a key", body: #"{"kind":"mobile","context":"t","path":"/public","path":"/secret"}"#, status: 400, code: "bad_request"),
         Refusal(name: "an unknown kind", body: #"{"kind":"pager","path":"/a","context":"t"}"#, status: 400, code: "bad_request"),
         Refusal(name: "an unknown webhook", body: #"{"kind":"webhook","destination":"nope","path":"/a"}"#, status: 400, code: "bad_request"),
         Refusal(

@@ -120,6 +120,25 @@ struct BearerTokenTests {
         #expect(try verifier.subject(of: plain + "." + Base64URL.encodeToString(Array(plainMAC)), now: now) == "u1")
     }
 
+    @Test("a repeated claim or header member is refused, naming it, never the last one winning (issue 33)")
+    func repeatedMembers() throws {
+        let secret = "a-secret-that-is-at-least-32-bytes-long"
+        let verifier = try BearerTokenVerifier.hs256(secret: secret)
+        func signed(header: String, claims: String) -> String {
+            let input = Base64URL.encodeToString(Array(header.utf8)) + "." + Base64URL.encodeToString(Array(claims.utf8))
+            let mac = HMAC<SHA256>.authenticationCode(for: Array(input.utf8), using: SymmetricKey(data: Array(secret.utf8)))
+            return input + "." + Base64URL.encodeToString(Array(mac))
+        }
+        let claims = #"{"sub":"mallory","sub":"alice","exp":\#(now + 60)}"#
+        #expect {
+            try verifier.subject(of: signed(header: #"{"alg":"HS256"}"#, claims: claims), now: now)
+        } throws: { String(describing: $0).contains(#"repeats the key "sub""#) }
+        #expect {
+            try verifier.subject(of: signed(header: #"{"alg":"none","alg":"HS256"}"#, claims: #"{"sub":"alice","exp":\#(now + 60)}"#), now: now)
+        } throws: { String(describing: $0).contains(#"repeats the key "alg""#) }
+        #expect(try verifier.subject(of: signed(header: #"{"alg":"HS256"}"#, claims: #"{"sub":"alice","exp":\#(now + 60)}"#), now: now) == "alice")
+    }
+
     @Test("a short HS256 secret is refused")
     func shortSecret() {
         #expect(throws: JOSEError.self) { try BearerTokenVerifier.hs256(secret: "short") }

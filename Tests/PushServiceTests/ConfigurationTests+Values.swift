@@ -40,6 +40,11 @@ extension ConfigurationTests {
         try Data(#"{"rules": {"rooms": {"$room": {".read": "auth.uid == $rom"}}}}"#.utf8).write(to: file)
         #expect(error("apps: {toto: {rules: \(file.path)}}").contains(
             "apps.toto.rules (\(file.path)): rules/rooms/$room/.read, column 13: $rom is not captured on the way to this rule ($room is)"))
+        // A repeated key is refused with its name, never the last one winning (issue 33:
+        // {".read":false,".read":true} passed and granted).
+        try Data(#"{"rules": {"secret": {".read": false, ".read": true}}}"#.utf8).write(to: file)
+        #expect(error("apps: {toto: {rules: \(file.path)}}").contains(#"repeats the key ".read""#))
+        #expect(error(#"apps: {toto: {rules: {"rules": {"secret": {".read": false, ".read": true}}}}}"#).contains("appears twice"))
         try Data("{not json".utf8).write(to: file)
         #expect(error("apps: {toto: {rules: \(file.path)}}").contains("apps.toto.rules: the rules file \"\(file.path)\" is not JSON"))
         #expect(error("apps: {toto: {rules: ./missing.json}}").contains("apps.toto.rules: cannot read the file"))

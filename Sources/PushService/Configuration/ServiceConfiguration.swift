@@ -361,7 +361,7 @@ extension ConfiguredRules {
         }
         let document: JSON
         do {
-            document = try JSONParser.parse([UInt8](data))
+            document = try JSONParser.parseRejectingDuplicateKeys([UInt8](data))
         } catch {
             throw RulesProblem(message: "the rules file \(quotedString(file)) is not JSON: \(error)")
         }
