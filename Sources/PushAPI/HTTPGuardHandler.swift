@@ -1,4 +1,5 @@
 import HTTPTypes
+import Synchronization
 import Hummingbird
 import HummingbirdCore
 import NIOCore
@@ -22,13 +23,107 @@ public struct ConnectionLimits: Sendable {
     public var requestTimeout: TimeAmount
     /// Largest request head (request line and headers), in bytes.
     public var maxHeadBytes: Int
+    /// Connections open at once, at most (`http.maxConnections`): one more is answered 503 and
+    /// closed at once, before anything of it is read, so that slow clients cannot take every
+    /// file descriptor of the process (issue 33: 600 slow clients held 667). The service sets
+    /// it from `http.maxConnections`; unbounded here by default.
+    public var maxConnections: Int
 
     public static let standard = ConnectionLimits(headTimeout: .seconds(30), requestTimeout: .seconds(60), maxHeadBytes: 80 * 1024)
 
-    public init(headTimeout: TimeAmount, requestTimeout: TimeAmount, maxHeadBytes: Int) {
+    public init(headTimeout: TimeAmount, requestTimeout: TimeAmount, maxHeadBytes: Int, maxConnections: Int = 1_000_000) {
         self.headTimeout = headTimeout
         self.requestTimeout = requestTimeout
         self.maxHeadBytes = maxHeadBytes
+        self.maxConnections = max(1, maxConnections)
+    }
+}
+
+/// The connections a server has open, against ``ConnectionLimits/maxConnections``: shared by
+/// every connection's ``ConnectionCapHandler``.
+public final class ConnectionCount: Sendable {
+    let maximum: Int
+    let open = Atomic<Int>(0)
+    let refusedTotal = Atomic<Int>(0)
+    let onRefused: @Sendable () -> Void
+
+    /// `onRefused`: told of each connection refused (a metric).
+    public init(maximum: Int, onRefused: @escaping @Sendable () -> Void = {}) {
+        self.maximum = max(1, maximum)
+        self.onRefused = onRefused
+    }
+
+    /// Connections open now, and refused so far.
+    public var current: (open: Int, refused: Int) { (open.load(ordering: .relaxed), refusedTotal.load(ordering: .relaxed)) }
+
+    /// A connection opens: whether it is within the bound (it counts either way until it closes).
+    func opened() -> Bool {
+        open.wrappingAdd(1, ordering: .relaxed).newValue <= maximum
+    }
+
+    func closed() {
+        open.wrappingSubtract(1, ordering: .relaxed)
+    }
+
+    func refused() {
+        refusedTotal.wrappingAdd(1, ordering: .relaxed)
+        onRefused()
+    }
+}
+
+/// First on every connection: counts it, and past ``ConnectionLimits/maxConnections`` answers
+/// 503 `{"error":"unavailable",…}` with `Retry-After: 1` and closes it without reading a byte
+/// of it (a refusal costs the server one write).
+final class ConnectionCapHandler: ChannelDuplexHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPRequestPart
+    typealias InboundOut = HTTPRequestPart
+    typealias OutboundIn = HTTPResponsePart
+    typealias OutboundOut = HTTPResponsePart
+
+    let count: ConnectionCount
+    private var counted = false
+    private var refusing = false
+
+    init(count: ConnectionCount) {
+        self.count = count
+    }
+
+    func handlerAdded(context: ChannelHandlerContext) {
+        if context.channel.isActive { admit(context) }
+    }
+
+    func channelActive(context: ChannelHandlerContext) {
+        admit(context)
+        if !refusing { context.fireChannelActive() }
+    }
+
+    func admit(_ context: ChannelHandlerContext) {
+        guard !counted else { return }
+        counted = true
+        guard !count.opened() else { return }
+        refusing = true
+        count.refused()
+        let body = HTTPGuardHandler.errorBody(
+            code: "unavailable", message: "the server holds \(count.maximum) connections (http.maxConnections); try again in a moment")
+        let head = HTTPResponse(
+            status: .serviceUnavailable,
+            headerFields: [.contentType: "application/json", .contentLength: "\(body.count)", .connection: "close", .retryAfter: "1"])
+        context.write(wrapOutboundOut(.head(head)), promise: nil)
+        context.write(wrapOutboundOut(.body(context.channel.allocator.buffer(bytes: body))), promise: nil)
+        context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in context.close(promise: nil) }
+    }
+
+    func channelInactive(context: ChannelHandlerContext) {
+        if counted {
+            counted = false
+            count.closed()
+        }
+        context.fireChannelInactive()
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        guard !refusing else { return }
+        context.fireChannelRead(data)
     }
 }
 
@@ -240,9 +335,12 @@ final class HTTPGuardHandler: ChannelDuplexHandler, RemovableChannelHandler {
 extension SubscriptionAPI {
     /// The HTTP/1.1 server the API runs on: Hummingbird's, with ``HTTPGuardHandler`` on every
     /// connection.
-    public static func server(limits: ConnectionLimits = .standard) -> HTTPServerBuilder {
+    /// `connections`: the count ``ConnectionLimits/maxConnections`` holds against (one per
+    /// server; a fresh one when none is given).
+    public static func server(limits: ConnectionLimits = .standard, connections: ConnectionCount? = nil) -> HTTPServerBuilder {
+        let count = connections ?? ConnectionCount(maximum: limits.maxConnections)
         var configuration = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [HTTPGuardHandler(limits: limits)],
+            additionalChannelHandlers: [ConnectionCapHandler(count: count), HTTPGuardHandler(limits: limits)],
             httpDecoderConfiguration: .init(
                 maxHeaderFieldSize: limits.maxHeadBytes, maxHeaderListSize: limits.maxHeadBytes, maxHeaderFieldCount: 256))
         configuration.idleTimeout = nil  // the guard's head deadline covers idle connections

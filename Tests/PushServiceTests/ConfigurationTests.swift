@@ -62,6 +62,7 @@ struct ConfigurationTests {
         #expect(configuration.ingest.deadLetterMaxSize == 1 << 30)
         #expect(configuration.http.port == 8080 && configuration.http.host == "127.0.0.1")
         #expect(configuration.delivery.timeout == .seconds(10) && configuration.delivery.perProvider == 1_024 && configuration.delivery.perApp == 256)
+        #expect(configuration.delivery.perDestination == nil && configuration.http.maxConnections == 512)
         #expect(configuration.delivery.connectionsPerHost == 4)
         #expect(configuration.delivery.idleTimeout == .seconds(60) && configuration.delivery.maximumOrigins == 1_024)
         #expect(configuration.expiry.interval == .seconds(15))
@@ -329,6 +330,8 @@ struct ConfigurationTests {
         ("delivery: {retry: {jitter: 2}}", "delivery.retry.jitter: 2.0 is out of range; expected 0.0 to 1.0"),
         ("delivery: {retry: {initial: 30m, window: 10m}}", "delivery.retry.initial: longer than delivery.retry.window"),
         ("delivery: {concurrency: {perApp: 0}}", "delivery.concurrency.perApp: 0 is out of range; expected 1 to 65536"),
+        ("delivery: {concurrency: {perApp: 8, perDestination: 7}}", "delivery.concurrency.perDestination: 7 is more than three quarters of delivery.concurrency.perApp (6)"),
+        ("http: {maxConnections: 0}", "http.maxConnections: 0 is out of range; expected 1 to 1000000"),
         ("delivery: {connectionsPerHost: 0}", "delivery.connectionsPerHost: 0 is out of range; expected 1 to 64"),
         ("delivery: {connectionsPerHost: many}", "delivery.connectionsPerHost: expected an integer"),
         ("delivery: {idleTimeout: 500ms}", "delivery.idleTimeout: 500ms is out of range; expected 1s to 1h"),

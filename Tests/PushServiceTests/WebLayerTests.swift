@@ -171,6 +171,44 @@ struct WebLayerTests {
         }
     }
 
+    @Test("past http.maxConnections a connection is answered 503 at once and closed; the ones held keep working; one closed frees a place (issue 33)")
+    func connectionCap() async throws {
+        var limits = Self.relaxed
+        limits.maxConnections = 3
+        try await withService(limits: limits) { service in
+            let port = service.port
+            let (held, refused, elapsed, afterwards) = try await onThread { () -> ([RawConnection], String, Double, String) in
+                // Three slow clients: connected, sending nothing.
+                var first: RawConnection? = try RawConnection(port: port)
+                let held = try (0..<2).map { _ in try RawConnection(port: port) }
+                Thread.sleep(forTimeInterval: 0.3)
+                let start = Date()
+                let extra = try RawConnection(port: port)
+                extra.send("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+                let (refused, _) = extra.receiveAll(timeout: 10)
+                let elapsed = Date().timeIntervalSince(start)
+                // One held connection is used, then closed: its place is free again.
+                first?.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                let served = first?.receiveAll(timeout: 10).text ?? ""
+                #expect(RawConnection.parse(served)?.status == 200, "a connection within the bound is served: \(served)")
+                first = nil
+                Thread.sleep(forTimeInterval: 0.3)
+                let again = try RawConnection(port: port)
+                again.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+                return (held, refused, elapsed, again.receiveAll(timeout: 10).text)
+            }
+            let answer = RawConnection.parse(refused)
+            #expect(answer?.status == 503, "\(refused)")
+            #expect(refused.lowercased().contains("retry-after: 1"))
+            #expect((try? JSONParser.parse(answer?.body ?? ""))?["error"]?.stringValue == "unavailable")
+            #expect(elapsed < 5, "refused after \(elapsed) s")
+            #expect(RawConnection.parse(afterwards)?.status == 200, "\(afterwards)")
+            let metrics = try await service.send(.GET, "/metrics", token: nil)
+            #expect(metrics.body.contains("pushdispatch_api_connections_refused_total 1"), "\(metrics.body)")
+            withExtendedLifetime(held) {}
+        }
+    }
+
     @Test("a keep-alive connection serves several requests within the deadlines")
     func keepAlive() async throws {
         try await withService { service in

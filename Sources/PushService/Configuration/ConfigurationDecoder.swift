@@ -83,7 +83,8 @@ struct ConfigurationDecoder {
         let http = ServiceConfiguration.HTTP(
             host: httpSection.host("host") ?? "127.0.0.1",
             port: Int(httpSection.integer("port", range: 0...65535, expected: "a port: 0 to 65535 (0 picks a free one)") ?? 8080),
-            operationsToken: operationsToken)
+            operationsToken: operationsToken,
+            maxConnections: Int(httpSection.integer("maxConnections", range: 1...1_000_000, expected: "1 to 1000000") ?? 512))
         if !httpSection.has("operationsToken") && !http.isLoopback {
             report.warn(
                 "http.operationsToken: not set, and http.host \(http.host) is not a loopback address: /metrics and /status answer 403 "

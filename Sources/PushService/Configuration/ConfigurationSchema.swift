@@ -17,7 +17,7 @@ indirect enum ConfigurationSchema: Sendable {
             "socketMode": .leaf(.string), "socketMaxConnections": .leaf(.integer), "socketIdleTimeout": .leaf(.duration),
             "socketMaxBuffered": .leaf(.size), "socketShutdownGrace": .leaf(.duration),
         ]),
-        "http": .object(["host": .leaf(.string), "port": .leaf(.integer), "operationsToken": .leaf(.secret)]),
+        "http": .object(["host": .leaf(.string), "port": .leaf(.integer), "operationsToken": .leaf(.secret), "maxConnections": .leaf(.integer)]),
         "delivery": .object([
             "enabled": .leaf(.boolean),
             "retry": .object([

@@ -55,6 +55,10 @@ public struct ServiceConfiguration: Sendable {
         /// `Authorization: Bearer <token>` (at least 16 bytes). Default none: they are open on a
         /// loopback `host` and refused (403) on any other.
         public var operationsToken: Secret? = nil
+        /// `http.maxConnections`: connections open at once; one more is answered 503 and closed.
+        /// Default 512 (below the usual 1,024 file descriptors of a process, which the store,
+        /// the sources and the providers' connections share).
+        public var maxConnections: Int = 512
 
         /// Whether `host` is a loopback address (`localhost`, 127.0.0.0/8, `::1`, or 127/8
         /// mapped into IPv6). A name other than `localhost` is not: what it resolves to may change.

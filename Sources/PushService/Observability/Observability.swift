@@ -1,4 +1,5 @@
 import PushCore
+import PushAPI
 import PushContracts
 import PushJSON
 import PushIngest
@@ -21,6 +22,9 @@ public final class Observability: SourceReadiness, Sendable {
     let oldestAge: Gauge
     let appsPaused: Gauge
     let destinationsPaused: Gauge
+    let apiConnectionsOpen: Gauge
+    /// The API server's connections (``apiConnections(maximum:)``).
+    let connections = Mutex<ConnectionCount?>(nil)
     /// Sources not attached yet (readiness waits for them).
     let unattached: Mutex<Set<String>>
     /// Sources that cannot take records in now, and why.
@@ -79,9 +83,21 @@ public final class Observability: SourceReadiness, Sendable {
             descriptor: Self.descriptor("pushdispatch_apps_paused", help: "Applications with a paused sender (credentials refused)"))
         destinationsPaused = registry.makeGauge(
             descriptor: Self.descriptor("pushdispatch_destinations_paused", help: "Webhooks and push services paused (they refuse our requests)"))
+        apiConnectionsOpen = registry.makeGauge(
+            descriptor: Self.descriptor("pushdispatch_api_connections_open", help: "HTTP connections the API server holds open"))
         unattached = Mutex(Set(sources))
         self.clock = clock
         startedAt = clock.now
+    }
+
+    /// The count of the API server's connections, bounded by `maximum` (`http.maxConnections`):
+    /// each refused one counted in `pushdispatch_api_connections_refused_total`, those open in
+    /// `pushdispatch_api_connections_open`.
+    func apiConnections(maximum: Int) -> ConnectionCount {
+        let metrics = self.metrics
+        let count = ConnectionCount(maximum: maximum) { metrics.increment("pushdispatch_api_connections_refused_total", [], by: 1) }
+        connections.withLock { $0 = count }
+        return count
     }
 
     /// A gauge's name as SPEC §11.13 writes it, whole (no namespace or unit added).
@@ -92,6 +108,7 @@ public final class Observability: SourceReadiness, Sendable {
     /// Makes the counters of the configured sources and providers appear at 0 before their
     /// first event (a dashboard's rate needs the 0).
     func declare(sources: [String], providers: [String]) {
+        metrics.increment("pushdispatch_api_connections_refused_total", [], by: 0)
         for source in sources { metrics.increment("pushdispatch_records_ingested_total", [("source", source)], by: 0) }
         for provider in providers {
             for outcome in ["delivered", "retry", "revoked", "discarded", "failed"] {
@@ -118,6 +135,7 @@ public final class Observability: SourceReadiness, Sendable {
             outboxDepth.set(Double(summary.count))
             oldestAge.set(summary.oldest.map { Double(max(0, clock.now.saturatingSubtracting($0))) / 1_000 } ?? 0)
         }
+        if let count = connections.withLock({ $0 }) { apiConnectionsOpen.set(Double(count.current.open)) }
         appsPaused.set(Double(Set(paused.filter { !$0.isDestination }.map(\.app)).count))
         destinationsPaused.set(Double(paused.filter(\.isDestination).count))
         return registry.emitToBuffer()

@@ -43,7 +43,7 @@ struct APIServer {
         let (logger, address, http, onListening) = (self.logger, self.address, configuration.http, self.onListening)
         return Application(
             router: router,
-            server: SubscriptionAPI.server(limits: limits),
+            server: SubscriptionAPI.server(limits: limits, connections: operations.observability.apiConnections(maximum: limits.maxConnections)),
             configuration: .init(address: .hostname(http.host, port: http.port), serverName: "pushdispatch"),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0

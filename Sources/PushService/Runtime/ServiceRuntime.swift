@@ -120,7 +120,7 @@ public struct ServiceRuntime: Sendable {
                 index: registry, clock: clock,
                 jwks: Self.publishedKeys(serviceKeys: serviceKeys, applications: applications),
                 operations: operations, console: console,
-                operationsToken: configuration.http.operationsToken, address: parts.address, limits: tuning.connectionLimits, onListening: onListening, logger: logger
+                operationsToken: configuration.http.operationsToken, address: parts.address, limits: Self.limits(tuning.connectionLimits, configuration.http), onListening: onListening, logger: logger
             ).application()
 
             // A graceful shutdown stops services in reverse order: the API, then the sources (no
@@ -191,6 +191,14 @@ public struct ServiceRuntime: Sendable {
 
     /// What `run` checks before it opens anything: every application prepared (keys, signing
     /// key, authentication, service-account files). Throws ``ConfigurationError``.
+    /// The API server's limits: the tuning's deadlines, the configuration's connection bound
+    /// (or the tuning's, when lower: tests).
+    static func limits(_ tuning: ConnectionLimits, _ http: ServiceConfiguration.HTTP) -> ConnectionLimits {
+        var limits = tuning
+        limits.maxConnections = min(tuning.maxConnections, http.maxConnections)
+        return limits
+    }
+
     public static func check(_ configuration: ServiceConfiguration) throws {
         _ = try applications(configuration)
     }
