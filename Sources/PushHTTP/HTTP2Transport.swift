@@ -33,7 +33,9 @@ import Darwin
 ///   dropped for a new one (Web Push endpoints come from subscribers: without a bound, a
 ///   subscriber who controls DNS could make the service hold a connection per name).
 /// - `http://` URLs, and origins whose TLS handshake does not agree on `h2` (ALPN), go to
-///   `fallback` (HTTP/1.1: webhooks, plain-text fakes).
+///   `fallback` (HTTP/1.1: webhooks, plain-text fakes); with
+///   ``Configuration/publicAddressesOnly``, to HTTP/1.1 clients pinned to the address that was
+///   checked (``PinnedHTTP1Clients``: the name is never resolved again to connect).
 public final class HTTP2Transport: HTTPTransport, Sendable {
     public struct Configuration: Sendable {
         /// Connections per origin. Default 4.
@@ -79,6 +81,10 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
     let targets = Mutex<[String: RequestTarget]>([:])
     let closed = Atomic<Bool>(false)
     let logger: Logger
+    /// HTTP/1.1 pinned to checked addresses (``Configuration/publicAddressesOnly``).
+    let pinned: PinnedHTTP1Clients
+    /// Resolves a host to one of its public addresses, or refuses (tests replace it).
+    let resolvePublic: @Sendable (String, Int) async throws -> SocketAddress
 
     /// Answers longer than this are cut (a hostile or broken endpoint cannot exhaust memory).
     public static let maximumAnswerBytes = 1 << 20
@@ -96,14 +102,16 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         // What can fail is done before any stored property exists (a throwing initializer that
         // has to destroy an `Atomic` crashed the 6.3 optimizer).
         let context = try Self.tlsContext(caFile: configuration.caFile)
+        let pinned = try PinnedHTTP1Clients(caFile: configuration.caFile, idleTimeout: configuration.idleTimeout, eventLoopGroup: eventLoopGroup)
         self.init(
-            configuration: configuration, tls: context, fallback: fallback, ownsFallback: ownsFallback, eventLoopGroup: eventLoopGroup,
+            configuration: configuration, tls: context, fallback: fallback, ownsFallback: ownsFallback, pinned: pinned, eventLoopGroup: eventLoopGroup,
             metrics: metrics, logger: logger)
     }
 
     init(
-        configuration: Configuration, tls: NIOSSLContext, fallback: any HTTPTransport, ownsFallback: Bool, eventLoopGroup: any EventLoopGroup,
-        metrics: any MetricsRecorder, logger: Logger
+        configuration: Configuration, tls: NIOSSLContext, fallback: any HTTPTransport, ownsFallback: Bool, pinned: PinnedHTTP1Clients,
+        eventLoopGroup: any EventLoopGroup, metrics: any MetricsRecorder, logger: Logger,
+        resolvePublic: @escaping @Sendable (String, Int) async throws -> SocketAddress = { try await PublicAddressResolver.resolve(host: $0, port: $1) }
     ) {
         let settings = HTTP2ConnectionSettings(
             tls: tls, group: eventLoopGroup,
@@ -119,6 +127,8 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         self.fallback = fallback
         self.ownsFallback = ownsFallback
         self.logger = logger
+        self.pinned = pinned
+        self.resolvePublic = resolvePublic
     }
 
     /// The TLS client context: ALPN `h2` and `http/1.1`, the system's roots and `caFile`'s.
@@ -138,8 +148,7 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
     public func send(_ request: OutgoingRequest, timeout: Duration) async throws(TransportError) -> ProviderAnswer {
         guard let target = target(request.url) else { throw TransportError(.invalidURL, "the URL \(request.url.prefix(200)) is not an absolute http(s) URL") }
         if !target.secure || http1Origins.withLock({ $0.contains(target.origin) }) {
-            try await checkPublic(target)
-            return try await fallback.send(request, timeout: timeout)
+            return try await sendOverHTTP1Checked(request, target: target, timeout: timeout)
         }
         guard !closed.load(ordering: .relaxed) else { throw TransportError(.shutDown, "the transport is shut down") }
         let deadline = Self.deadline(after: timeout)
@@ -192,8 +201,15 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         if first {
             logger.notice("an origin does not speak HTTP/2 (ALPN): its requests go over HTTP/1.1", metadata: ["origin": "\(target.host.prefix(100)):\(target.port)"])
         }
-        try await checkPublic(target)
-        return try await fallback.send(request, timeout: timeout)
+        return try await sendOverHTTP1Checked(request, target: target, timeout: timeout)
+    }
+
+    /// HTTP/1.1: through `fallback`, or with ``Configuration/publicAddressesOnly`` over a
+    /// connection to the public address the check found (never a second resolution).
+    func sendOverHTTP1Checked(_ request: OutgoingRequest, target: RequestTarget, timeout: Duration) async throws(TransportError) -> ProviderAnswer {
+        guard let address = try await checkPublic(target) else { return try await fallback.send(request, timeout: timeout) }
+        guard let ip = address.ipAddress else { throw TransportError(.connect, "\(target.host.prefix(100)) resolved to no IP address") }
+        return try await pinned.send(request, host: target.host, address: ip, timeout: timeout)
     }
 
     /// `timeout` from now, as NIO counts it.
@@ -218,10 +234,12 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
     /// address before it goes to the fallback. (The fallback resolves the name again: between
     /// the two, a name could change its answer. Only origins without HTTP/2 take this path; the
     /// HTTP/2 path connects to the address it checked.)
-    func checkPublic(_ target: RequestTarget) async throws(TransportError) {
-        guard configuration.publicAddressesOnly else { return }
+    /// With ``Configuration/publicAddressesOnly``, the public address to connect to (else
+    /// refused); `nil` without it.
+    func checkPublic(_ target: RequestTarget) async throws(TransportError) -> SocketAddress? {
+        guard configuration.publicAddressesOnly else { return nil }
         do {
-            _ = try await PublicAddressResolver.resolve(host: target.host, port: target.port)
+            return try await resolvePublic(target.host, target.port)
         } catch {
             throw Self.transportError(error)
         }
@@ -255,6 +273,7 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
     public func shutdown() async throws {
         guard !closed.exchange(true, ordering: .relaxed) else { return }
         await pool.shutdown()
+        await pinned.shutdown()
         if ownsFallback { try await fallback.shutdown() }
     }
 

@@ -1,5 +1,7 @@
 import Foundation
+import Logging
 import NIOCore
+import NIOPosix
 import PushCore
 @testable import PushHTTP
 import PushFakes
@@ -259,4 +261,38 @@ final class Gauges: MetricsRecorder, Sendable {
     }
 
     subscript(name: String) -> Int { values.withLock { $0[name, default: 0] } }
+}
+
+/// DNS rebinding through the HTTP/1.1 fall-back (issue 33): with `publicAddressesOnly`, a
+/// request over HTTP/1.1 goes to the address the check found, never to a second resolution of
+/// the name.
+@Suite("HTTP/1.1 to a checked address")
+struct PinnedHTTP1Tests {
+    @Test("publicAddressesOnly: an HTTP/1.1 request connects to the address the check found (a name nobody resolves reaches the fake through it)")
+    func pinnedToTheCheckedAddress() async throws {
+        let fakes = try await FakeProviders.start(tls: false)
+        defer { Task { await fakes.stop() } }
+        let port = try #require(URLComponents(string: fakes.baseURL)?.port)
+        let checked = Mutex<[String]>([])
+        let fallback = try HTTP1Transport()
+        let transport = try HTTP2Transport(
+            configuration: .init(publicAddressesOnly: true), tls: HTTP2Transport.tlsContext(caFile: nil), fallback: fallback, ownsFallback: true,
+            pinned: PinnedHTTP1Clients(caFile: nil, idleTimeout: .seconds(5), eventLoopGroup: MultiThreadedEventLoopGroup.singleton),
+            eventLoopGroup: MultiThreadedEventLoopGroup.singleton, metrics: NoMetrics(), logger: Logger(label: "test"),
+            resolvePublic: { host, port in
+                // The check: this name is "public" at 127.0.0.1 (a later resolution would find nothing).
+                checked.withLock { $0.append(host) }
+                return try SocketAddress(ipAddress: "127.0.0.1", port: port)
+            })
+        // `.invalid` never resolves (RFC 6761): an answer proves the connection went to the checked address.
+        let url = "http://rebinding.invalid:\(port)/push/nobody"
+        let answer = try await transport.send(OutgoingRequest(url: url, headers: [], body: Array("x".utf8)), timeout: .seconds(10))
+        #expect(answer.status == 404, "the fake answered: \(answer.status)")
+        #expect(checked.withLock { $0 } == ["rebinding.invalid"])
+        // Without the pin, the fall-back resolves the name itself, and fails.
+        await #expect(throws: TransportError.self) {
+            try await fallback.send(OutgoingRequest(url: url, headers: [], body: []), timeout: .seconds(10))
+        }
+        try await transport.shutdown()
+    }
 }
