@@ -95,7 +95,13 @@ public final class FakeProviders: Sendable {
 
     struct State {
         var scripts: [String: [Step]] = [:]
+        /// Answers that stay until changed (a provider that flaps, for a soak).
+        var standing: [String: Step] = [:]
         var received: [Received] = []
+        /// Whether `received` keeps every request (a soak of millions counts them only).
+        var keepsReceived = true
+        /// Requests answered, by provider and status.
+        var answered: [String: Int] = [:]
         var googleTokens: Set<String> = []
         var hmsTokens: Set<String> = []
         var issued = 0
@@ -245,6 +251,21 @@ public final class FakeProviders: Sendable {
         state.withLock { $0.scripts[target] = steps }
     }
 
+    /// The answer for `target` from now on, for every request, until set again (`nil`: the
+    /// script, then normal). A flapping provider, for a soak.
+    public func setStanding(_ target: String, _ step: Step?) {
+        state.withLock { $0.standing[target] = step }
+    }
+
+    /// Whether every request is kept in ``received`` (default true); either way they are
+    /// counted in ``answered``.
+    public func keepReceived(_ keep: Bool) {
+        state.withLock { $0.keepsReceived = keep }
+    }
+
+    /// Requests answered so far, by `provider/status`.
+    public var answered: [String: Int] { state.withLock { $0.answered } }
+
     /// Every request received, in order.
     public var received: [Received] { state.withLock { $0.received } }
 
@@ -281,6 +302,8 @@ public final class FakeProviders: Sendable {
         let at = clock.now
         let answered = Self.wallMicros()
         state.withLock {
+            $0.answered["\(provider)/\(status)", default: 0] += 1
+            guard $0.keepsReceived else { return }
             $0.received.append(
                 Received(
                     provider: provider, target: target, data: data, status: status, headers: headers, at: at, arrivedAt: arrived ?? at,
@@ -314,6 +337,7 @@ public final class FakeProviders: Sendable {
     /// The scripted answer for `target`, if one is left; `nil` for the normal answer.
     func next(_ target: String) async -> Response? {
         let step = state.withLock { state -> Step? in
+            if let standing = state.standing[target] { return standing }
             guard var steps = state.scripts[target], !steps.isEmpty else { return nil }
             let step = steps.removeFirst()
             state.scripts[target] = steps
