@@ -105,7 +105,10 @@ struct BenchSoak: AsyncParsableCommand {
             String(decoding: try JWSSigner(key: key, algorithm: .hs256).sign(Array(#"{"sub":"\#(user)","exp":4000000000}"#.utf8)), as: UTF8.self)
         }
         var bodies: [String] = []
-        for n in 0..<fcm { bodies.append(#"{"kind":"mobile","mode":"value","path":"/u/\#(bodies.count)","context":"soak-device-\#(n)"}"#) }
+        // FCM: childEvent, every record one notification (none merges); webhooks and browsers:
+        // value, a newer value takes a waiting one's place (a receiver that never answers in
+        // time holds one notification, not a growing queue).
+        for n in 0..<fcm { bodies.append(#"{"kind":"mobile","mode":"childEvent","path":"/u/\#(bodies.count)","context":"soak-device-\#(n)"}"#) }
         for n in 0..<webhooks { bodies.append(#"{"kind":"webhook","mode":"value","path":"/u/\#(bodies.count)","destination":"\#(n % 2 == 0 ? "fast" : "slow")"}"#) }
         for n in 0..<browsers {
             bodies.append(#"{"kind":"webpush","mode":"value","path":"/u/\#(bodies.count)","context":\#(fakes.webPushSubscription("soak-browser-\(n)"))}"#)
