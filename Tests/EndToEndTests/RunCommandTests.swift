@@ -319,8 +319,8 @@ struct RunCommandTests {
         #expect(service.log.withLock { $0 }.contains("closing a socket connection whose answers were not taken within the shutdown grace"))
 
         // The client sends again from where its answers stopped (here, from the start): what
-        // the service had committed is refused as accepted already, the rest is accepted, and
-        // the source ends at the last seq: nothing lost, nothing twice.
+        // the service had committed is answered duplicate (not dead-lettered), the rest is
+        // accepted, and the source ends at the last seq: nothing lost, nothing twice.
         service = try RunningService(config: config)
         _ = try await service.port()
         let again = try SocketClient(path: socket)
@@ -329,9 +329,12 @@ struct RunCommandTests {
         let replies = try await answers
         #expect(replies.count == count)
         let accepted = replies.filter { $0.contains(#""ok":true"#) }.count
-        let already = replies.filter { $0.contains("the last accepted seq") && $0.contains("seq must increase") }.count
-        #expect(accepted + already == count, "\(replies.filter { !$0.contains(#""ok":true"#) }.prefix(3))")
-        #expect(already > 0 && accepted > 0, "accepted \(accepted), already \(already)")
+        let already = replies.filter { $0.contains(#""ok":true,"duplicate":true,"watermark":"#) }.count
+        #expect(replies.allSatisfy { $0.contains(#""ok":true"#) }, "\(replies.filter { !$0.contains(#""ok":true"#) }.prefix(3))")
+        #expect(already > 0 && accepted > already, "accepted \(accepted), already \(already)")
+        // The one refused line is the other client's.
+        let letters = try String(contentsOf: folder.appendingPathComponent("dead.ndjson"), encoding: .utf8).split(separator: "\n")
+        #expect(letters.count == 1 && letters.first?.contains("not a record") == true, "\(letters.count) dead letters")
         #expect(service.stop() == 0)
         let listed = try Executable.run(["checkpoints", "--config", config])
         #expect(listed.lines.contains { $0.hasPrefix("socket\t\(count)\t") }, "\(listed.stdout)")
