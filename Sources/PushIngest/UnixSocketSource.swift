@@ -52,8 +52,9 @@ public struct SocketLimits: Sendable, Equatable {
 }
 
 /// The Unix-socket source (SPEC §4): clients connect and send NDJSON lines; each line is
-/// answered, in order, with `{"seq":N,"ok":true}` once its record is durable, or
-/// `{"seq":N,"ok":false,"error":"…"}`. Many clients may be connected at once; they share one
+/// answered, in order, with `{"seq":N,"ok":true}` once its record is durable,
+/// `{"seq":N,"ok":true,"duplicate":true,"watermark":W}` for a record accepted before (a resend),
+/// or `{"seq":N,"ok":false,"error":"…"}`. Many clients may be connected at once; they share one
 /// `seq` sequence (the socket is one source).
 ///
 /// What one connection holds is bounded: the line being read (at most `maxLineBytes`; of a

@@ -11,8 +11,8 @@ import Glibc
 /// reads the answers, and sends again what was not acknowledged. A line answered `ok:false` for
 /// another reason than a repeat, or not answered within `answerTimeout`, is sent again (the
 /// connection is closed and opened again, and every unanswered line goes again in order);
-/// `seq` de-duplication makes resends safe: a resent line the service had committed is refused
-/// as a repeat, which tells the client it is durable.
+/// `seq` de-duplication makes resends safe: a resent line the service had committed is answered
+/// `duplicate` (SPEC §4), which tells the client it is durable.
 final class SteadyClient: Sendable {
     struct State {
         var nextSeq = 1
@@ -20,7 +20,7 @@ final class SteadyClient: Sendable {
         var pending: [(seq: Int, sentAt: Date)] = []
         /// Answered `ok:true`.
         var acknowledged: Set<Int> = []
-        /// Refused as already accepted (a resend of a line the service had committed).
+        /// Answered `duplicate` (a resend of a line the service had committed).
         var repeats: Set<Int> = []
         /// Other refusals: (seq, reason).
         var refusals: [(Int, String)] = []
@@ -59,7 +59,7 @@ final class SteadyClient: Sendable {
     /// No new records; what is unanswered is still sent again until answered.
     func stopSending() { state.withLock { $0.sending = false } }
 
-    /// Whether every record sent was answered (acknowledged, or refused as a repeat).
+    /// Whether every record sent was answered (acknowledged, or answered as a duplicate).
     var settled: Bool { state.withLock { $0.pending.isEmpty && !$0.sending } }
 
     /// Ends the thread (after ``stopSending()`` and ``settled``).
@@ -151,14 +151,14 @@ final class SteadyClient: Sendable {
             state.longestSilence = max(state.longestSilence, now.timeIntervalSince(state.lastAnswer))
             state.lastAnswer = now
             guard let index = state.pending.firstIndex(where: { $0.seq == seq }) else { return true }  // an answer to an earlier connection's copy
+            if answer.contains(#""ok":true,"duplicate":true"#) {
+                state.pending.remove(at: index)
+                state.repeats.insert(seq)
+                return true
+            }
             if answer.contains(#""ok":true"#) {
                 state.pending.remove(at: index)
                 state.acknowledged.insert(seq)
-                return true
-            }
-            if answer.contains("the last accepted seq") || answer.contains("was accepted already") {
-                state.pending.remove(at: index)
-                state.repeats.insert(seq)
                 return true
             }
             state.refusals.append((seq, answer))

@@ -126,7 +126,7 @@ struct PostgresRestartTests {
         #expect(Set(during).isSubset(of: [0, 200, 503]), "\(Set(during))")
         let state = client.snapshot
         let sent = state.nextSeq - 1
-        // Every line sent was in the end acknowledged, or refused as a repeat of one committed.
+        // Every line sent was in the end acknowledged, or answered as a duplicate of one committed.
         #expect(state.acknowledged.union(state.repeats) == Set(1...sent), "missing: \(Set(1...sent).subtracting(state.acknowledged.union(state.repeats)).sorted().prefix(20))")
         #expect(state.refusals.allSatisfy { !$0.1.isEmpty }, "\(state.refusals.prefix(5))")
 
@@ -161,7 +161,7 @@ struct PostgresRestartTests {
             """
             PostgreSQL restart: /readyz 503 after \(String(format: "%.2f", notReadyAfter)) s; 200 again \(String(format: "%.2f", readyAgain.timeIntervalSince(startedAt))) s \
             after the start; records acknowledged again \(String(format: "%.2f", acknowledgingAgain.timeIntervalSince(startedAt))) s after it; \
-            \(sent) records, \(state.acknowledged.count) acknowledged, \(state.repeats.count) refused as repeats after \(state.reconnects) reconnections \
+            \(sent) records, \(state.acknowledged.count) acknowledged, \(state.repeats.count) answered as duplicates after \(state.reconnects) reconnections \
             (\(state.resent) lines resent), longest silence \(String(format: "%.2f", state.longestSilence)) s, \(duplicates.count) duplicated at FCM; \
             log: \(log.components(separatedBy: "ingestion is held up").count - 1) held-up writes, \
             \(log.components(separatedBy: "the connection was closed before the query was answered").count - 1) lost queries, \

@@ -319,8 +319,8 @@ struct RunCommandTests {
         #expect(service.log.withLock { $0 }.contains("closing a socket connection whose answers were not taken within the shutdown grace"))
 
         // The client sends again from where its answers stopped (here, from the start): what
-        // the service had committed is refused as accepted already, the rest is accepted, and
-        // the source ends at the last seq: nothing lost, nothing twice.
+        // the service had committed is answered duplicate (not dead-lettered), the rest is
+        // accepted, and the source ends at the last seq: nothing lost, nothing twice.
         service = try RunningService(config: config)
         _ = try await service.port()
         let again = try SocketClient(path: socket)
@@ -329,12 +329,66 @@ struct RunCommandTests {
         let replies = try await answers
         #expect(replies.count == count)
         let accepted = replies.filter { $0.contains(#""ok":true"#) }.count
-        let already = replies.filter { $0.contains("the last accepted seq") && $0.contains("seq must increase") }.count
-        #expect(accepted + already == count, "\(replies.filter { !$0.contains(#""ok":true"#) }.prefix(3))")
-        #expect(already > 0 && accepted > 0, "accepted \(accepted), already \(already)")
+        let already = replies.filter { $0.contains(#""ok":true,"duplicate":true,"watermark":"#) }.count
+        #expect(replies.allSatisfy { $0.contains(#""ok":true"#) }, "\(replies.filter { !$0.contains(#""ok":true"#) }.prefix(3))")
+        #expect(already > 0 && accepted > already, "accepted \(accepted), already \(already)")
+        // The one refused line is the other client's.
+        let letters = try String(contentsOf: folder.appendingPathComponent("dead.ndjson"), encoding: .utf8).split(separator: "\n")
+        #expect(letters.count == 1 && letters.first?.contains("not a record") == true, "\(letters.count) dead letters")
         #expect(service.stop() == 0)
         let listed = try Executable.run(["checkpoints", "--config", config])
         #expect(listed.lines.contains { $0.hasPrefix("socket\t\(count)\t") }, "\(listed.stdout)")
+    }
+
+    @Test("a record resent through the socket is answered ok with duplicate and the watermark, not dead-lettered, counted in /metrics; after a restart too")
+    func socketResends() async throws {
+        let folder = try Self.folder()
+        let config = folder.appendingPathComponent("pushdispatch.yaml").path
+        try Data(
+            """
+            store: {sqlite: ./pushdispatch.db}
+            ingest: {socket: ./in.sock, deadLetter: ./dead.ndjson}
+            http: {port: 0}
+            apps: {toto: {auth: {hs256Secret: env:TOTO_AUTH_SECRET}}}
+
+            """.utf8
+        ).write(to: URL(fileURLWithPath: config))
+        let socket = folder.appendingPathComponent("in.sock").path
+        func record(_ seq: Int) -> String { #"{"seq":\#(seq),"app":"toto","op":"put","path":"/a","data":\#(seq)}"# + "\n" }
+        func send(_ seqs: [Int]) async throws -> [String] {
+            let client = try SocketClient(path: socket)
+            defer { close(client.descriptor) }
+            client.send(seqs.map(record).joined())
+            return try await onThread { client.answers(seqs.count, timeout: 30) }
+        }
+        func deadLetters() -> Int {
+            ((try? String(contentsOf: folder.appendingPathComponent("dead.ndjson"), encoding: .utf8)) ?? "").split(separator: "\n").count
+        }
+        func duplicates(_ port: Int) throws -> Double? {
+            ProviderDownTests.metric(try Self.curl(["http://127.0.0.1:\(port)/metrics"]).body, #"pushdispatch_records_duplicate_total{source="socket"}"#)
+        }
+        var service = try RunningService(config: config)
+        var port = try await service.port()
+        #expect(try duplicates(port) == 0)
+        #expect(try await send([1, 2, 3]) == [#"{"seq":1,"ok":true}"#, #"{"seq":2,"ok":true}"#, #"{"seq":3,"ok":true}"#])
+        // The client lost its answers for 2 and 3 and sends them again, with 4.
+        #expect(
+            try await send([2, 3, 4]) == [
+                #"{"seq":2,"ok":true,"duplicate":true,"watermark":3}"#, #"{"seq":3,"ok":true,"duplicate":true,"watermark":3}"#, #"{"seq":4,"ok":true}"#,
+            ])
+        #expect(try duplicates(port) == 2)
+        #expect(deadLetters() == 0, "a resend was dead-lettered")
+        #expect(service.stop() == 0)
+
+        // After a restart, the watermark is the checkpoint's.
+        service = try RunningService(config: config)
+        defer { _ = service.stop() }
+        port = try await service.port()
+        #expect(try await send([1, 5]) == [#"{"seq":1,"ok":true,"duplicate":true,"watermark":4}"#, #"{"seq":5,"ok":true}"#])
+        #expect(try duplicates(port) == 1)
+        #expect(deadLetters() == 0, "a resend was dead-lettered")
+        let listed = try Executable.run(["checkpoints", "--config", config])
+        #expect(listed.lines.contains { $0.hasPrefix("socket\t5\t") }, "\(listed.stdout)")
     }
 
     @Test("http.operationsToken: /metrics and /status answer only with the token; probes stay open; pushdispatch status sends it")

@@ -54,35 +54,37 @@ struct IngestorTests {
         #expect(fixture.letters.reasons.isEmpty)
     }
 
-    @Test("refused lines are dead-lettered and answered with why; a seq at or below the watermark is refused; the rest commits")
+    @Test("a socket line at or below the watermark is answered duplicate, a queue-file one refused; refused lines are dead-lettered and answered with why; the rest commits")
     func refusals() async throws {
         let fixture = try await F()
         let handle = try F.handle(try await fixture.subscribe("/a"))
         let texts = [F.put(5, "/a/x", "1"), F.put(4, "/a/x", "2"), "not json", F.put(6, "/a/x", "3"), F.put(6, "/a/y", "4")]
+        let repeated = F.put(5, "/a/z", "5")
         let acks = texts.map { _ in IngestAck() }
         try await ingest(
-            texts.indices.map { F.line(texts[$0], position: Int64($0), ack: acks[$0]) }, through: try ingestor(fixture, watermarks: ["socket": 5]))
+            texts.indices.map { F.line(texts[$0], position: Int64($0), ack: acks[$0]) } + [F.line(repeated, source: "queue-file", position: 40)],
+            through: try ingestor(fixture, watermarks: ["socket": 5, "queue-file": 5]))
 
         #expect(
             try await F.outbox(fixture.store) == [
                 #"6|\#(handle)|{"s":"OK","t":"childEvent","app":"toto","sp":"/a","added":"{\"x\":3}","removed":"[]","changed":"{}"}"#
             ])
         let letters = fixture.letters.letters.withLock { $0 }
-        #expect(letters.map(\.position) == [0, 1, 2, 4])
-        #expect(letters.map { String(decoding: $0.line, as: UTF8.self) } == [texts[0], texts[1], texts[2], texts[4]])
-        #expect(letters[0].reason == "seq 5 repeats the last accepted seq 5 of this source; seq must increase")
-        #expect(letters[1].reason == "seq 4 goes back from the last accepted seq 5 of this source; seq must increase")
-        #expect(letters[3].reason == "seq 6 repeats the last accepted seq 6 of this source; seq must increase")
+        #expect(letters.map(\.position) == [2, 40])
+        #expect(letters.map { String(decoding: $0.line, as: UTF8.self) } == [texts[2], repeated])
+        #expect(letters[1].reason == "seq 5 repeats the last accepted seq 5 of this source; seq must increase")
         var answers: [AckResult] = []
         for ack in acks { answers.append(await ack.result()) }
-        #expect(answers[0] == .rejected(seq: 5, reason: letters[0].reason))
-        #expect(answers[1] == .rejected(seq: 4, reason: letters[1].reason))
-        #expect(answers[2] == .rejected(seq: nil, reason: letters[2].reason))
-        #expect(answers[3] == .accepted(seq: 6))
-        #expect(answers[4] == .rejected(seq: 6, reason: letters[3].reason))
-        #expect(try await fixture.store.checkpoints().first?.lastSeq == 6)
+        #expect(
+            answers == [
+                .duplicate(seq: 5, watermark: 5), .duplicate(seq: 4, watermark: 5), .rejected(seq: nil, reason: letters[0].reason), .accepted(seq: 6),
+                .duplicate(seq: 6, watermark: 6),
+            ])
+        let checkpoints = try await fixture.store.checkpoints()
+        #expect(checkpoints.first { $0.source == "socket" }?.lastSeq == 6)
+        #expect(checkpoints.first { $0.source == "queue-file" }?.lastSeq == 5)
         #expect(fixture.counters.ingested == ["socket": 1])
-        #expect(fixture.counters.rejected["invalid_seq"] == 3)
-        #expect(fixture.counters.rejected.values.reduce(0, +) == 4)
+        #expect(fixture.counters.duplicates == ["socket": 3])
+        #expect(fixture.counters.rejected == ["not_json": 1, "invalid_seq": 1])
     }
 }

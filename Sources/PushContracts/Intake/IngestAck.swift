@@ -2,12 +2,17 @@ import PushCore
 import PushJSON
 import Synchronization
 
-/// The answer to one socket line, once known: accepted once durable, or refused with why.
+/// The answer to one socket line, once known: accepted once durable, accepted before (a
+/// resend), or refused with why.
 public enum AckResult: Sendable, Equatable {
     case accepted(seq: Int64)
+    /// The record's `seq` is at or below `watermark`, its source's watermark when it was
+    /// checked: it was accepted before and is durable; it is not applied again.
+    case duplicate(seq: Int64, watermark: Int64)
     case rejected(seq: Int64?, reason: String)
 
-    /// `{"seq":N,"ok":true}` or `{"seq":N,"ok":false,"error":"…"}` (SPEC §4).
+    /// `{"seq":N,"ok":true}`, `{"seq":N,"ok":true,"duplicate":true,"watermark":W}` or
+    /// `{"seq":N,"ok":false,"error":"…"}` (SPEC §4).
     public var line: [UInt8] {
         var writer = JSONWriter(capacity: 64)
         switch self {
@@ -15,6 +20,12 @@ public enum AckResult: Sendable, Equatable {
             writer.raw("{\"seq\":")
             writer.write(.int(seq))
             writer.raw(",\"ok\":true}")
+        case .duplicate(let seq, let watermark):
+            writer.raw("{\"seq\":")
+            writer.write(.int(seq))
+            writer.raw(",\"ok\":true,\"duplicate\":true,\"watermark\":")
+            writer.write(.int(watermark))
+            writer.raw("}")
         case .rejected(let seq, let reason):
             writer.raw("{\"seq\":")
             if let seq { writer.write(.int(seq)) } else { writer.raw("null") }

@@ -55,15 +55,15 @@ public struct BatchWriter: Sendable {
     /// shared inbox, through `store`): the refused lines on disk first, then `store` (retried
     /// while it fails), then the answers and the counts.
     /// Like ``accept(_:_:_:)``, for a store that may find accepted records accepted already
-    /// (a source shared by instances): `store` returns them, and they are refused as the checks
-    /// refuse a repeated `seq`.
+    /// (a source shared by instances): `store` returns them, and they are answered as the checks
+    /// answer a `seq` at or below the watermark (a socket line: a duplicate; another: refused).
     public func accept(
         _ checked: CheckedLines, _ what: String, now: Int64, _ store: () async throws -> [AcceptedAlready]
     ) async throws {
         try await writeLetters(checked.letters)
         let duplicates = try await retryingIngestion(what, health: health, logger: logger, store)
         var checked = checked
-        if !duplicates.isEmpty { try await writeLetters(checked.refuseAccepted(duplicates, now: now)) }
+        if !duplicates.isEmpty { try await writeLetters(checked.acceptedElsewhere(duplicates, now: now)) }
         counters.committed(checked.counts)
         for (ack, answer) in checked.answers { ack.complete(answer) }
     }

@@ -2,7 +2,8 @@ import PushCore
 import Synchronization
 
 /// What ingestion did (SPEC §11.13): `pushdispatch_records_ingested_total{source}`,
-/// `pushdispatch_records_rejected_total{reason}`, `pushdispatch_events_total{mode,status}`,
+/// `pushdispatch_records_rejected_total{reason}`, `pushdispatch_records_duplicate_total{source}`
+/// (SPEC §4: socket lines accepted before), `pushdispatch_events_total{mode,status}`,
 /// `pushdispatch_revocations_total{reason}`. Counted once the batch committed; also kept in
 /// memory for `status` and tests.
 public final class IngestCounters: Sendable {
@@ -10,6 +11,8 @@ public final class IngestCounters: Sendable {
     public struct Batch: Sendable {
         public var ingested: [String: Int] = [:]
         public var rejected: [String: Int] = [:]
+        /// Socket lines answered as duplicates (accepted before), by source.
+        public var duplicates: [String: Int] = [:]
         public var events: [String: Int] = [:]
         public var revocations: [String: Int] = [:]
         /// The newest `ts` of the accepted records, by application (the overview's lag).
@@ -21,6 +24,7 @@ public final class IngestCounters: Sendable {
         public mutating func add(_ other: Batch) {
             ingested.merge(other.ingested, uniquingKeysWith: +)
             rejected.merge(other.rejected, uniquingKeysWith: +)
+            duplicates.merge(other.duplicates, uniquingKeysWith: +)
             events.merge(other.events, uniquingKeysWith: +)
             revocations.merge(other.revocations, uniquingKeysWith: +)
             newestTimestamp.merge(other.newestTimestamp, uniquingKeysWith: max)
@@ -34,6 +38,7 @@ public final class IngestCounters: Sendable {
     struct Totals {
         var ingested: [String: Int] = [:]
         var rejected: [String: Int] = [:]
+        var duplicates: [String: Int] = [:]
         var newestTimestamp: [String: Int64] = [:]
     }
 
@@ -48,10 +53,12 @@ public final class IngestCounters: Sendable {
         totals.withLock { totals in
             for (source, count) in batch.ingested { totals.ingested[source, default: 0] += count }
             for (reason, count) in batch.rejected { totals.rejected[reason, default: 0] += count }
+            for (source, count) in batch.duplicates { totals.duplicates[source, default: 0] += count }
             totals.newestTimestamp.merge(batch.newestTimestamp, uniquingKeysWith: max)
         }
         for (source, count) in batch.ingested { metrics.increment("pushdispatch_records_ingested_total", [("source", source)], by: count) }
         for (reason, count) in batch.rejected { metrics.increment("pushdispatch_records_rejected_total", [("reason", reason)], by: count) }
+        for (source, count) in batch.duplicates { metrics.increment("pushdispatch_records_duplicate_total", [("source", source)], by: count) }
         for (key, count) in batch.events {
             let parts = key.split(separator: "/", maxSplits: 1).map(String.init)
             metrics.increment("pushdispatch_events_total", [("mode", parts[0]), ("status", parts.count > 1 ? parts[1] : "OK")], by: count)
@@ -65,4 +72,6 @@ public final class IngestCounters: Sendable {
     public var newestTimestamp: [String: Int64] { totals.withLock { $0.newestTimestamp } }
     /// Records rejected, by reason label.
     public var rejected: [String: Int] { totals.withLock { $0.rejected } }
+    /// Socket lines answered as duplicates, by source.
+    public var duplicates: [String: Int] { totals.withLock { $0.duplicates } }
 }

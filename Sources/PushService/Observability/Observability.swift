@@ -110,6 +110,10 @@ public final class Observability: SourceReadiness, Sendable {
     func declare(sources: [String], providers: [String]) {
         metrics.increment("pushdispatch_api_connections_refused_total", [], by: 0)
         for source in sources { metrics.increment("pushdispatch_records_ingested_total", [("source", source)], by: 0) }
+        // Only the socket answers a resend as a duplicate (SPEC §4).
+        if sources.contains(UnixSocketSource.name) {
+            metrics.increment("pushdispatch_records_duplicate_total", [("source", UnixSocketSource.name)], by: 0)
+        }
         for provider in providers {
             for outcome in ["delivered", "retry", "revoked", "discarded", "failed"] {
                 metrics.increment("pushdispatch_deliveries_total", [("provider", provider), ("outcome", outcome)], by: 0)

@@ -181,6 +181,8 @@ struct OperationsConsole: OperationsControl {
             }
             switch await ack.result() {
             case .accepted: result.applied += 1
+            // Its source (the line's digest) had taken it: the same line, redriven just before.
+            case .duplicate: result.alreadyRedriven += 1
             case .rejected: result.refused += 1
             }
         }
