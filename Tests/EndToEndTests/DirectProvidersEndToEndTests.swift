@@ -80,6 +80,61 @@ struct DirectProvidersEndToEndTests {
         return (folder, config)
     }
 
+    @Test("one push service answering 429 Retry-After: 3600, another refusing our requests: every other browser is delivered, at once, and /readyz stays 200 (issue 33)")
+    func pushServicesIsolated() async throws {
+        let evil = try await FakeProviders.start(tls: true)
+        let good = try await FakeProviders.start(tls: true)
+        defer { Task { await evil.stop(); await good.stop() } }
+        let vapid = P256.Signing.PrivateKey()
+        for fakes in [evil, good] { fakes.setWebPushVAPIDKey(Base64URL.encodeToString(vapid.publicKey.x963Representation)) }
+        let (folder, config) = try Self.configure(good, vapid: vapid, apps: ["toto"])
+        let service = try RunningService(config: config)
+        let port = try await service.port()
+        try await ServiceEndToEndTests.eventually("ready") { try RunCommandTests.curl(["http://127.0.0.1:\(port)/readyz"]).status == 200 }
+        // The throttling push service (evil's origin) and the refusing one (the same origin
+        // after it: three subscriptions refused in a row pause it); the others on good's.
+        evil.setStanding("throttled", .status(429, body: "{}", retryAfter: "3600"))
+        for name in ["refused-1", "refused-2", "refused-3"] { evil.setStanding(name, .recorded("webpush-bad-jwt")) }
+        let paths = ["throttled", "refused-1", "refused-2", "refused-3"]
+        for name in paths {
+            _ = try Self.subscribe(port, #"{"kind":"webpush","mode":"value","format":"v1","path":"/n/\#(name)","context":\#(evil.webPushSubscription(name))}"#)
+        }
+        for name in ["b1", "b2", "b3"] {
+            _ = try Self.subscribe(port, #"{"kind":"webpush","mode":"value","format":"v1","path":"/n/\#(name)","context":\#(good.webPushSubscription(name))}"#)
+        }
+        let socket = try SocketClient(path: folder.appendingPathComponent("in.sock").path)
+        func write(_ seq: Int) async throws {
+            socket.send(#"{"seq":\#(seq),"app":"toto","op":"patch","path":"/n","data":{"throttled":\#(seq),"refused-1":\#(seq),"refused-2":\#(seq),"refused-3":\#(seq),"b1":\#(seq),"b2":\#(seq),"b3":\#(seq)}}"#
+                + "\n")
+            let answers = try await onThread { socket.answers(1, timeout: 30) }
+            #expect(answers.first?.contains(#""ok":true"#) == true, "\(answers)")
+        }
+        func delivered(_ count: Int) -> Bool {
+            ["b1", "b2", "b3"].allSatisfy { name in good.received(provider: "webpush").filter { $0.target == name && $0.status == 201 }.count >= count }
+        }
+        try await write(1)
+        try await ServiceEndToEndTests.eventually("the first records to the good push service", timeout: 30) { delivered(1) }
+        try await ServiceEndToEndTests.eventually("the throttling answer and three refusals", timeout: 30) {
+            evil.received(provider: "webpush").filter { $0.target == "throttled" }.count >= 1
+                && Set(evil.received(provider: "webpush").filter { $0.status == 403 }.map(\.target)).count == 3
+        }
+        // After the 429 with an hour's Retry-After and the push service's pause: the others
+        // still get the next record at once.
+        try await Task.sleep(for: .milliseconds(300))
+        let started = Date()
+        try await write(2)
+        try await ServiceEndToEndTests.eventually("the second records to the good push service", timeout: 30) { delivered(2) }
+        #expect(Date().timeIntervalSince(started) < 15)
+        // The throttled one was not tried again within the hour.
+        #expect(evil.received(provider: "webpush").filter { $0.target == "throttled" }.count == 1)
+        let ready = try RunCommandTests.curl(["http://127.0.0.1:\(port)/readyz"])
+        #expect(ready.status == 200, "\(ready.body)")
+        let status = try JSONParser.parse(Array(try RunCommandTests.curl(["http://127.0.0.1:\(port)/status"]).body.utf8))
+        let paused = (status["paused"]?.arrayValue ?? []).compactMap { $0["destination"]?.stringValue }
+        #expect(paused == [evil.webPushOrigin.lowercased()], "\(status)")
+        #expect(await service.stop(within: 60) == 0)
+    }
+
     @Test("REST: a browser subscription must name an accepted push service over https with usable keys; apns and webpush need their configuration")
     func refusals() async throws {
         let fakes = try await FakeProviders.start(tls: true)
