@@ -71,7 +71,7 @@ enum OperatorStatus {
             ("paused", .array(pausedList)),
             ("pausedCount", .int(Int64(paused.count))),
             ("ingest", .array(checkpoints)),
-            ("records", JSON.members([("ingested", counted(ingest.ingested)), ("rejected", counted(ingest.rejected))])),
+            ("records", JSON.members([("ingested", counted(ingest.ingested)), ("rejected", counted(ingest.rejected)), ("duplicate", counted(ingest.duplicates))])),
         ] + shared)
     }
 }

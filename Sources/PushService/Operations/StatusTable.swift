@@ -52,6 +52,9 @@ public enum StatusTable {
         if case .object(let rejected)? = status["records"]?["rejected"], !rejected.isEmpty {
             line("rejected    " + rejected.map { "\($0.key.string) \(number($0.value))" }.joined(separator: ", "))
         }
+        if case .object(let duplicate)? = status["records"]?["duplicate"], !duplicate.isEmpty {
+            line("resent      " + duplicate.map { "\($0.key.string) \(number($0.value)) (answered duplicate, not applied again)" }.joined(separator: ", "))
+        }
         if let instances = status["instances"]?.arrayValue {
             line()
             line("instances   name          address                heartbeat   owns (inbox: \(number(status["inboxDepth"])) waiting)")
