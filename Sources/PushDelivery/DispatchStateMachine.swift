@@ -467,7 +467,10 @@ public struct DispatchStateMachine: Sendable {
             decision.note = .delivered
             decision.settlement = .delivered(id: notification.id)
         case .retry(_, let retryAfter, let slowDown):
-            decision.resumed = resume(key)
+            // An operator's provider that answers at all accepts our credentials; a destination
+            // paused for refusing our requests is resumed by a delivery (or a revocation) only:
+            // a 429 or a 5xx from it says nothing of that.
+            if !key.isDestination { decision.resumed = resume(key) }
             let attempts = notification.attempts == .max ? .max : notification.attempts + 1
             let first = notification.firstAttemptAt ?? now
             guard let next = configuration.retry.nextAttempt(now: now, firstAttempt: first, attempts: attempts, retryAfter: retryAfter, random: random())

@@ -256,6 +256,11 @@ struct DispatchStateMachineTests {
         // Not left out of claims (the outbox keeps no origin): what is claimed for it is postponed.
         #expect(machine.claim(now: Self.now + 1) == .claim(limit: 512, excluding: []))
         #expect(machine.heldUntil(evilKey, now: Self.now + 1) == Self.now + 30_000)
+        // A 429 or a 5xx from it does not resume it (they say nothing of our credentials).
+        machine.sent(sends[0], outcome: AnswerClassifier.webPush(ProviderAnswer(status: 429, body: []), now: Self.now))
+        machine.sent(sends[1], outcome: AnswerClassifier.webPush(ProviderAnswer(status: 503, body: []), now: Self.now))
+        #expect(machine.decisions(now: Self.now, random: { 0.5 }).allSatisfy { !$0.resumed })
+        #expect(machine.paused[evilKey] != nil)
         // The other push service and FCM go on.
         machine.sent(sends[2], outcome: .delivered(reference: nil))
         machine.sent(sends[3], outcome: .delivered(reference: nil))
