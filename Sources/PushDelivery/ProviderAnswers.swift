@@ -295,16 +295,19 @@ public enum AnswerClassifier {
         return text
     }
 
+    /// `text` cut to at most `limit` bytes of UTF-8 (then `…`), control characters as spaces.
+    /// Bytes, not characters: 200 four-byte characters would be 800 bytes.
     static func bounded(_ text: String, _ limit: Int) -> String {
         var result = String.UnicodeScalarView()
         var count = 0
         for scalar in text.unicodeScalars {
-            if count >= limit {
+            let size = scalar.utf8.count
+            if count + size > limit {
                 result.append("…")
                 break
             }
             result.append(scalar.properties.generalCategory == .control ? " " : scalar)
-            count += 1
+            count += size
         }
         return String(result)
     }

@@ -323,3 +323,13 @@ struct ClassifierBadInputTests {
         }
     }
 }
+
+@Suite("A provider's reason, bounded")
+struct ProviderReasonBoundTests {
+    @Test("a provider's code and message are cut in bytes, not characters: four-byte characters cannot make a reason longer (issue 33)")
+    func bytes() {
+        let reason = AnswerClassifier.describe(http: 400, code: String(repeating: "𝄞", count: 100), message: String(repeating: "😀", count: 500))
+        #expect(reason.utf8.count <= 64 + 200 + 40, "\(reason.utf8.count) bytes")
+        #expect(AnswerClassifier.describe(http: 404, code: "UNREGISTERED", message: "Requested entity was not found.") == "HTTP 404 UNREGISTERED: Requested entity was not found.")
+    }
+}

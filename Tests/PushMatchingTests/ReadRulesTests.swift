@@ -212,6 +212,20 @@ struct ReadRulesTests {
         #expect(rules.evaluate(path: try Path("/a"), auth: nil, tree: DataTree(), now: 0).allowed)
     }
 
+    @Test("an unknown rule or a repeated $ name of thousands of bytes is named in a cut excerpt, never whole (found by the rules fuzzer, issue 33)")
+    func longNamesCut() throws {
+        let long = String(repeating: "x", count: 1_500)
+        for rules in [#"{"rules":{".\#(long)":true}}"#, #"{"rules":{"$\#(long)":{"a":{"$\#(long)":{".read":true}}}}}"#] {
+            do {
+                _ = try Self.rules(rules)
+                Issue.record("accepted")
+            } catch {
+                let message = "\(error)"
+                #expect(message.utf8.count < 1_000 && message.contains("(1501 bytes)"), "\(message.utf8.count) bytes: \(message.prefix(200))")
+            }
+        }
+    }
+
     @Test("a refusal deep in rules with long keys names its place in a few hundred bytes, its start and its end")
     func longLocation() throws {
         let key = String(repeating: "k", count: 700) + "é"

@@ -69,6 +69,15 @@ public struct ReadRules: Sendable {
         self.readsNow = root.readsNow
     }
 
+    /// A key of the rules file as a message shows it: whole up to ``JSONWriter/excerptBytes``,
+    /// else cut and followed by its length (a message never echoes a huge key; found by the
+    /// rules fuzzer, issue 33).
+    static func excerpt(_ name: String) -> String {
+        let length = name.utf8.count
+        guard length > JSONWriter.excerptBytes else { return name }
+        return String(decoding: JSONWriter.utf8Prefix(name.utf8, maxBytes: JSONWriter.excerptBytes), as: UTF8.self) + "… (\(length) bytes)"
+    }
+
     /// The rules of an application that configures none: every authenticated client may read
     /// everything (SPEC §12).
     public static let authenticated: ReadRules = {
@@ -114,7 +123,7 @@ public struct ReadRules: Sendable {
                 case ".write", ".validate", ".indexOn":
                     continue  // accepted, not evaluated: the service only reads
                 default:
-                    throw RulesError(rule: childLocation, "unknown rule \(name); read rules know .read (and accept .write, .validate, .indexOn)")
+                    throw RulesError(rule: childLocation, "unknown rule \(Self.excerpt(name)); read rules know .read (and accept .write, .validate, .indexOn)")
                 }
             } else if name.hasPrefix("$") {
                 let variable = name.dropFirst()
@@ -124,7 +133,7 @@ public struct ReadRules: Sendable {
                 if let existing = wildcard {
                     throw RulesError(rule: childLocation, "a second $ key at this level (\(existing.name) already matches any key)")
                 }
-                guard !captured.contains(name) else { throw RulesError(rule: childLocation, "\(name) is captured already on the way here") }
+                guard !captured.contains(name) else { throw RulesError(rule: childLocation, "\(Self.excerpt(name)) is captured already on the way here") }
                 wildcard = (name, try node(child, location: childLocation, captured: captured.union([name]), depth: depth + 1))
             } else {
                 do {
