@@ -7,6 +7,7 @@ import PushCore
 import PushFakes
 import PushJOSE
 import PushJSON
+import PushTestSupport
 import Synchronization
 
 #if canImport(Glibc)
@@ -47,7 +48,7 @@ struct BenchSoak: AsyncParsableCommand {
             try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: folder.appendingPathComponent(file).path)
         }
         let secret = "soak-secret-of-at-least-thirty-two-bytes"
-        let port = try Self.freePort()
+        let port = try HTTP2TestServer.freePort()
         let config = """
             store: {sqlite: ./store.db}
             ingest: {socket: ./in.sock, deadLetter: ./dead.ndjson}
@@ -254,21 +255,6 @@ struct BenchSoak: AsyncParsableCommand {
         let response = try await client.execute(request, timeout: .seconds(30))
         let collected = try await response.body.collect(upTo: 1 << 24)
         return (Int(response.status.code), String(buffer: collected))
-    }
-
-    static func freePort() throws -> Int {
-        let descriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        defer { close(descriptor) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0 }
-        }
-        guard bound else { throw ValidationError("no free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
     }
 }
 

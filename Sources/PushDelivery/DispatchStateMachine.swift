@@ -312,14 +312,7 @@ public struct DispatchStateMachine: Sendable {
     /// when it sends now.
     func heldUntil(_ key: SenderKey, now: Int64) -> Int64? {
         if paused.isEmpty && slowedUntil.isEmpty { return nil }
-        let probe = paused[key].map(\.probeAt).flatMap { $0 > now ? $0 : nil }
-        let slowed = slowedUntil[key].flatMap { $0 > now ? $0 : nil }
-        switch (probe, slowed) {
-        case (nil, nil): return nil
-        case (let a?, let b?): return max(a, b)
-        case (let a?, nil): return a
-        case (nil, let b?): return b
-        }
+        return [paused[key]?.probeAt, slowedUntil[key]].compactMap { $0 }.filter { $0 > now }.max()
     }
 
     /// What to do after a claim that returned `count` of `limit` (``claim(now:)``), given the
