@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "PushIngest", targets: ["PushIngest"]),
         .library(name: "PushHTTP", targets: ["PushHTTP"]),
         .library(name: "PushDelivery", targets: ["PushDelivery"]),
+        // The fuzz bodies, for the libFuzzer package under Fuzz/ (docs/testing.md).
+        .library(name: "PushFuzz", targets: ["PushFuzz"]),
         // For apps: subscribe and read notifications (Linux and Apple platforms).
         .library(name: "PushDispatchClient", targets: ["PushDispatchClient"]),
         .executable(name: "pushdispatch-client-sample", targets: ["pushdispatch-client-sample"]),
@@ -235,6 +237,14 @@ let package = Package(
                 .product(name: "NIOCore", package: "swift-nio"),
             ],
             path: "Sources/PushBench"
+        ),
+        // The fuzz bodies (issue 33): one function per parser that takes outside input, which
+        // asserts its invariants by trapping. The libFuzzer entry points are a package of their
+        // own (Fuzz/, built with sanitizers by scripts/fuzz.sh); the corpora are replayed
+        // through the same bodies by PushFuzzTests. Never linked by the product.
+        .target(
+            name: "PushFuzz",
+            dependencies: ["PushJSON", "PushCore", "PushMatching", "PushContracts", "PushEngine", "PushJOSE", "PushHTTP", "PushDelivery", "PushService"]
         ),
         // The library for apps: nodes and subscriptions over the REST API (URLSession), the
         // device key, notifications read and checked. PushJSON, PushCore, PushJOSE and
