@@ -269,6 +269,7 @@ let package = Package(
         .testTarget(name: "PushJSONTests", dependencies: ["PushJSON", "PushTestSupport"]),
         .testTarget(name: "PushMatchingTests", dependencies: ["PushMatching", "PushCore", "PushJSON", "PushTestSupport"]),
         .testTarget(name: "PushContractsTests", dependencies: ["PushContracts", "PushCore"]),
+        .testTarget(name: "PushFuzzTests", dependencies: ["PushFuzz"]),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushJSON", "PushContracts", "PushTestSupport"]),
         .testTarget(
             name: "PushJOSETests",
