@@ -54,7 +54,8 @@ run() {
     local max_len=4096
     [ "$target" = config ] && max_len=8192
     echo "   $target: ${seconds}s, log $log"
-    "$bin/fuzz-$target" "$work" "${seeds[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
+    # setsid: a crashing target's backtracer must not reach this script's process group.
+    setsid "$bin/fuzz-$target" "$work" "${seeds[@]}" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=4096 \
         -max_len="$max_len" -detect_leaks=0 -print_final_stats=1 -artifact_prefix="$crashes/" </dev/null >"$log" 2>&1 || true
 }
 

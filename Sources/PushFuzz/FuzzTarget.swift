@@ -26,9 +26,9 @@ public enum FuzzTarget {
     ]
 
     /// Runs `body` on libFuzzer's input; a violated invariant traps with its description.
-    public static func trapping(_ body: Body, _ data: UnsafePointer<UInt8>, _ size: Int) {
+    public static func trapping(_ body: Body, _ data: UnsafePointer<UInt8>?, _ size: Int) {
         do {
-            try body(UnsafeBufferPointer(start: data, count: size))
+            try body(UnsafeBufferPointer(start: data, count: data == nil ? 0 : size))
         } catch {
             fatalError(error.description)
         }
