@@ -13,7 +13,8 @@ import PushJSON
 ///   So "we accept ⇒ Foundation accepts" is asserted only up to depth 512.
 /// - Integers beyond 64 bits: Foundation gives an `NSDecimalNumber`, whose `doubleValue` is not
 ///   always the correctly rounded double; we give the correctly rounded double. Compared within
-///   a relative 1e-12 only.
+///   a relative 1e-12 only. (Foundation reads -9223372036854775808 as a decimal too: compared by
+///   its text.)
 /// - Keys that are different bytes but canonically equivalent Unicode (`"é"`, `"e\u{301}"`):
 ///   Foundation's `[String: Any]` merges them, we keep both (SPEC: keys compare by bytes). Such
 ///   objects are not compared member by member.
@@ -97,7 +98,11 @@ enum JSONDifferential {
             guard let number = theirs as? NSNumber, !(theirs is NSDecimalNumber) else { return "\(location): a boolean against \(type(of: theirs))" }
             return number.int64Value == (flag ? 1 : 0) ? nil : "\(location): \(flag) against \(number)"
         case .int(let integer):
-            guard let number = theirs as? NSNumber, !(theirs is NSDecimalNumber) else { return "\(location): \(integer) against \(type(of: theirs))" }
+            if let decimal = theirs as? NSDecimalNumber {
+                // Foundation reads -9223372036854775808 as a decimal.
+                return decimal.stringValue == "\(integer)" ? nil : "\(location): \(integer) against the decimal \(decimal)"
+            }
+            guard let number = theirs as? NSNumber else { return "\(location): \(integer) against \(type(of: theirs))" }
             switch String(cString: number.objCType) {
             case "d", "f":
                 return Double(integer) == number.doubleValue ? nil : "\(location): \(integer) against the double \(number.doubleValue)"
