@@ -40,6 +40,20 @@ extension FuzzTarget {
     /// The members of a JWK that are secret.
     static let secretMembers = ["d", "k", "p", "q", "dp", "dq", "qi"]
 
+    /// The secret members' texts anywhere in `json`, but those whose text also occurs elsewhere
+    /// in the input (another member may hold it, and be echoed).
+    static func secrets(in json: JSON?, input: [UInt8]) -> [String] {
+        secrets(in: json).filter { secret in
+            let needle = Array(secret.utf8)
+            guard !needle.isEmpty, needle.count <= input.count else { return false }
+            var count = 0
+            for start in 0...(input.count - needle.count) where input[start] == needle[0] && input[start..<(start + needle.count)].elementsEqual(needle) {
+                count += 1
+            }
+            return count == 1
+        }
+    }
+
     /// The secret members' texts anywhere in `json`.
     static func secrets(in json: JSON?) -> [String] {
         var found: [String] = []
@@ -68,7 +82,7 @@ extension FuzzTarget {
             key = try JWK(json: json)
         } catch {
             try Check.message(error.description, "a JWK's error")
-            for secret in secrets(in: json) { try Check.doesNotEcho(error.description, secret: secret, "a JWK's error") }
+            for secret in secrets(in: json, input: bytes) { try Check.doesNotEcho(error.description, secret: secret, "a JWK's error") }
             return
         }
         let thumbprint = key.thumbprint
@@ -94,7 +108,7 @@ extension FuzzTarget {
             _ = try KeyRing(jwkSetText: bytes)
         } catch {
             try Check.message(error.description, "a JWK Set's error")
-            for secret in secrets(in: try? JSONParser.parse(bytes)) { try Check.doesNotEcho(error.description, secret: secret, "a JWK Set's error") }
+            for secret in secrets(in: try? JSONParser.parse(bytes), input: bytes) { try Check.doesNotEcho(error.description, secret: secret, "a JWK Set's error") }
         }
     }
 
