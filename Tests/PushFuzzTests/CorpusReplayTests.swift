@@ -25,10 +25,17 @@ struct CorpusReplayTests {
         #expect(corpus.count >= 3, "Fuzz/corpus/\(target)/ holds \(corpus.count) seeds")
         for (folder, inputs) in [("corpus", corpus), ("regressions", try Self.inputs("regressions", target))] {
             for input in inputs {
-                do {
-                    try FuzzTarget.run(body, input.bytes)
-                } catch {
-                    Issue.record("Fuzz/\(folder)/\(target)/\(input.name): \(error)")
+                // `known-…`: a regression whose fix is described but not made yet; once it is
+                // made, the known issue is missing and the test says so (rename the file).
+                let known = input.name.hasPrefix("known-")
+                withKnownIssue("Fuzz/\(folder)/\(target)/\(input.name) is a known failure") {
+                    do {
+                        try FuzzTarget.run(body, input.bytes)
+                    } catch {
+                        Issue.record("Fuzz/\(folder)/\(target)/\(input.name): \(error)")
+                    }
+                } when: {
+                    known
                 }
             }
         }
