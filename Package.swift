@@ -21,6 +21,8 @@ let package = Package(
         .library(name: "PushIngest", targets: ["PushIngest"]),
         .library(name: "PushHTTP", targets: ["PushHTTP"]),
         .library(name: "PushDelivery", targets: ["PushDelivery"]),
+        // The fuzz bodies, for the libFuzzer package under Fuzz/ (docs/testing.md).
+        .library(name: "PushFuzz", targets: ["PushFuzz"]),
         // For apps: subscribe and read notifications (Linux and Apple platforms).
         .library(name: "PushDispatchClient", targets: ["PushDispatchClient"]),
         .executable(name: "pushdispatch-client-sample", targets: ["pushdispatch-client-sample"]),
@@ -236,6 +238,14 @@ let package = Package(
             ],
             path: "Sources/PushBench"
         ),
+        // The fuzz bodies (issue 33): one function per parser that takes outside input, which
+        // asserts its invariants by trapping. The libFuzzer entry points are a package of their
+        // own (Fuzz/, built with sanitizers by scripts/fuzz.sh); the corpora are replayed
+        // through the same bodies by PushFuzzTests. Never linked by the product.
+        .target(
+            name: "PushFuzz",
+            dependencies: ["PushJSON", "PushCore", "PushMatching", "PushContracts", "PushEngine", "PushJOSE", "PushHTTP", "PushDelivery", "PushService"]
+        ),
         // The library for apps: nodes and subscriptions over the REST API (URLSession), the
         // device key, notifications read and checked. PushJSON, PushCore, PushJOSE and
         // swift-crypto only: no NIO, no server module, so that it builds for Apple platforms too.
@@ -259,6 +269,7 @@ let package = Package(
         .testTarget(name: "PushJSONTests", dependencies: ["PushJSON", "PushTestSupport"]),
         .testTarget(name: "PushMatchingTests", dependencies: ["PushMatching", "PushCore", "PushJSON", "PushTestSupport"]),
         .testTarget(name: "PushContractsTests", dependencies: ["PushContracts", "PushCore"]),
+        .testTarget(name: "PushFuzzTests", dependencies: ["PushFuzz"]),
         .testTarget(name: "PushCoreTests", dependencies: ["PushCore", "PushJSON", "PushContracts", "PushTestSupport"]),
         .testTarget(
             name: "PushJOSETests",

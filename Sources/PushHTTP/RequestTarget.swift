@@ -54,7 +54,9 @@ public struct RequestTarget: Hashable, Sendable {
                 guard after.first == UInt8(ascii: ":") else { return nil }
                 portPart = after.dropFirst()
             }
-            guard !hostPart.isEmpty, hostPart.allSatisfy({ Self.isHex($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else { return nil }
+            // An IPv6 literal: hex digits, dots and at least one colon ("[2001]" is no address,
+            // and a host without a colon is written without brackets everywhere else).
+            guard hostPart.contains(UInt8(ascii: ":")), hostPart.allSatisfy({ Self.isHex($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else { return nil }
         } else if let colon = authorityBytes.firstIndex(of: UInt8(ascii: ":")) {
             hostPart = authorityBytes[authorityBytes.startIndex..<colon]
             portPart = authorityBytes[(colon + 1)...]

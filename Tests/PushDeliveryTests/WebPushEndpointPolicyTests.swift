@@ -141,6 +141,14 @@ struct WebPushEndpointPolicyTests {
         }
     }
 
+    @Test("a bracketed host without a colon is no IPv6 address: both readers refuse it (found by the webpush fuzzer)")
+    func bracketedHostWithoutColon() {
+        for url in ["https://[2001]:8443/p?x=43/p?x=1\"\"", "https://[abc]/p", "https://[1.2.3.4]/p"] {
+            #expect(RequestTarget(url) == nil, "\(url)")
+            #expect(WebPushContext.origin(ofEndpoint: url) == nil, "\(url)")
+        }
+    }
+
     @Test("allow-list entries: host names or *. and a domain")
     func patterns() {
         for good in ["fcm.googleapis.com", "*.notify.windows.com", "localhost", "a-b.example"] { #expect(WebPushEndpointPolicy.isValidPattern(good), "\(good)") }

@@ -107,18 +107,17 @@ public struct WebPushContext: Sendable, Equatable {
         guard !authority.isEmpty, !authority.contains(UInt8(ascii: "@")), !rest[end...].contains(UInt8(ascii: "#")) else { return nil }
         var host: ArraySlice<UInt8>
         var port: ArraySlice<UInt8>?
-        var bracketed = false
         if authority.first == UInt8(ascii: "[") {
             guard let close = authority.firstIndex(of: UInt8(ascii: "]")) else { return nil }
             host = authority[(authority.startIndex + 1)..<close]
-            bracketed = true
             let after = authority[(close + 1)...]
             if !after.isEmpty {
                 guard after.first == UInt8(ascii: ":") else { return nil }
                 port = after.dropFirst()
             }
             let hex = { (byte: UInt8) in (0x30...0x39).contains(byte) || (0x41...0x46).contains(byte) || (0x61...0x66).contains(byte) }
-            guard !host.isEmpty, host.allSatisfy({ hex($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else { return nil }
+            // An IPv6 literal has a colon ("[2001]" is no address), as RequestTarget requires.
+            guard host.contains(UInt8(ascii: ":")), host.allSatisfy({ hex($0) || $0 == UInt8(ascii: ":") || $0 == UInt8(ascii: ".") }) else { return nil }
         } else if let colon = authority.firstIndex(of: UInt8(ascii: ":")) {
             host = authority[authority.startIndex..<colon]
             port = authority[(colon + 1)...]
@@ -134,7 +133,7 @@ public struct WebPushContext: Sendable, Equatable {
             number = value
         }
         let name = String(decoding: host, as: UTF8.self).lowercased()
-        let shown = bracketed || name.contains(":") ? "[\(name)]" : name
+        let shown = name.contains(":") ? "[\(name)]" : name
         return number == 443 ? "https://\(shown)" : "https://\(shown):\(number)"
     }
 
