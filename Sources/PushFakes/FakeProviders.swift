@@ -111,6 +111,8 @@ public final class FakeProviders: Sendable {
         var webPushVAPIDKey: [UInt8]?
         /// Web Push: messages created (the `Location` of the next is `/message/<n + 1>`).
         var webPushMessages = 0
+        /// How far (seconds) a webhook's `webhook-timestamp` may be from the fake's clock.
+        var webhookTolerance: Int64 = 300
     }
 
     let state = Mutex(State())
@@ -243,6 +245,12 @@ public final class FakeProviders: Sendable {
     /// subscription's name), in order; after them, normal.
     public func script(_ target: String, _ steps: [Step]) {
         state.withLock { $0.scripts[target] = steps }
+    }
+
+    /// Accepts webhooks whose `webhook-timestamp` is within `seconds` of the fake's clock
+    /// (default 300, as Standard Webhooks receivers do): a test of senders whose clocks are off.
+    public func acceptWebhookTimestamps(within seconds: Int64) {
+        state.withLock { $0.webhookTolerance = seconds }
     }
 
     /// Every request received, in order.
