@@ -133,14 +133,14 @@ struct PostgresClusterTests {
         var batch = CommitBatch(now: 10)
         batch.operations = entries.map { .notify($0) }
         _ = try await a.commit(batch)
-        async let fromA = a.claim(now: 10, limit: 30, claimant: "node-1", leaseUntil: 1_000, excluding: [])
-        async let fromB = b.claim(now: 10, limit: 30, claimant: "node-2", leaseUntil: 1_000, excluding: [])
+        async let fromA = a.claim(now: 10, limit: 30, claimant: "node-1", leaseUntil: 60_000, excluding: [])
+        async let fromB = b.claim(now: 10, limit: 30, claimant: "node-2", leaseUntil: 60_000, excluding: [])
         let claimed = try await fromA + fromB
         // Only the oldest of each subscription, and no row twice.
         #expect(Set(claimed.map(\.id)).count == claimed.count)
         #expect(claimed.allSatisfy { String(decoding: $0.entry.payload, as: UTF8.self).hasSuffix("-0") })
         #expect(Set(claimed.map(\.entry.subscriptionHandle)).count == claimed.count)
-        let rest = try await b.claim(now: 10, limit: 100, claimant: "node-2", leaseUntil: 1_000, excluding: [])
+        let rest = try await b.claim(now: 10, limit: 100, claimant: "node-2", leaseUntil: 60_000, excluding: [])
         #expect(claimed.count + rest.count == 40)
 
         // An instance that stopped beating: its claims are released for the others.
@@ -148,6 +148,37 @@ struct PostgresClusterTests {
         _ = try await a.heartbeat(instance: "node-2", address: "127.0.0.1:2")
         #expect(try await a.releaseClaimsOfStaleInstances(staleAfter: 60_000) == 0)
         #expect(Set(try await a.instances(within: 60_000).map(\.name)) == ["node-1", "node-2"])
+    }
+
+    @Test("claims are timed by the database's clock: a claimant 10 minutes ahead takes no claim in flight, one 10 minutes behind keeps its own")
+    func claimsByTheDatabaseClock() async throws {
+        let (a, b) = try await two()
+        defer { a.close(); b.close() }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let (lease, tenMinutes): (Int64, Int64) = (300_000, 600_000)
+        var subscriptions: [(Subscription, Int64)] = []
+        for n in 1...2 {
+            let subscription = makeSubscription(path: "/c/\(n)", context: "token-c\(n)", mode: .childEvent)
+            guard case .created(let created) = try await a.save(subscription, allowUpdate: false), let handle = created.handle else { return }
+            subscriptions.append((subscription, handle))
+        }
+        func queue(_ index: Int, at time: Int64) async throws {
+            var batch = CommitBatch(now: time)
+            batch.operations = [.notify(entry(subscriptions[index].0, subscriptions[index].1, .childEvent, payload: "\(index)"))]
+            _ = try await a.commit(batch)
+        }
+        // node-1, its clock right, claims a notification for 5 minutes; node-2, 10 minutes
+        // ahead, must not take it while it is in flight (it did, by its own clock, before issue 33).
+        try await queue(0, at: now)
+        #expect(try await a.claim(now: now, limit: 10, claimant: "node-1", leaseUntil: now + lease, excluding: []).count == 1)
+        #expect(try await b.claim(now: now + tenMinutes, limit: 10, claimant: "node-2", leaseUntil: now + tenMinutes + lease, excluding: []).isEmpty)
+        // node-3, 10 minutes behind, claims one for 5 minutes: the others must not take it
+        // (its claim had ended 5 minutes ago by their clocks).
+        try await queue(1, at: now - tenMinutes)
+        let behind = try await b.claim(now: now - tenMinutes, limit: 10, claimant: "node-3", leaseUntil: now - tenMinutes + lease, excluding: [])
+        #expect(behind.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["1"])
+        #expect(try await a.claim(now: now, limit: 10, claimant: "node-1", leaseUntil: now + lease, excluding: []).isEmpty)
+        #expect(try await a.claim(now: now + tenMinutes, limit: 10, claimant: "node-2", leaseUntil: now + tenMinutes + lease, excluding: []).isEmpty)
     }
 
     @Test("each instance's report is written with its heartbeat and read by the others; a heartbeat alone keeps it; an oversized one is not written")
