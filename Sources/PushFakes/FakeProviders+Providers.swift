@@ -200,7 +200,7 @@ extension FakeProviders {
         }
         guard let id = request.headers[HTTPField.Name("webhook-id")!], let timestamp = request.headers[HTTPField.Name("webhook-timestamp")!],
             let signature = request.headers[HTTPField.Name("webhook-signature")!], let seconds = Int64(timestamp),
-            abs(seconds - clock.now / 1000) <= 300, verifier.verify(id: id, timestamp: seconds, body: bytes, header: signature)
+            abs(seconds - clock.now / 1000) <= state.withLock({ $0.webhookTolerance }), verifier.verify(id: id, timestamp: seconds, body: bytes, header: signature)
         else {
             record("webhook", name, bytes, 401, request)
             return respond(401, [])

@@ -117,6 +117,8 @@ public final class FakeProviders: Sendable {
         var webPushVAPIDKey: [UInt8]?
         /// Web Push: messages created (the `Location` of the next is `/message/<n + 1>`).
         var webPushMessages = 0
+        /// How far (seconds) a webhook's `webhook-timestamp` may be from the fake's clock.
+        var webhookTolerance: Int64 = 300
     }
 
     let state = Mutex(State())
@@ -265,6 +267,12 @@ public final class FakeProviders: Sendable {
 
     /// Requests answered so far, by `provider/status`.
     public var answered: [String: Int] { state.withLock { $0.answered } }
+
+    /// Accepts webhooks whose `webhook-timestamp` is within `seconds` of the fake's clock
+    /// (default 300, as Standard Webhooks receivers do): a test of senders whose clocks are off.
+    public func acceptWebhookTimestamps(within seconds: Int64) {
+        state.withLock { $0.webhookTolerance = seconds }
+    }
 
     /// Every request received, in order.
     public var received: [Received] { state.withLock { $0.received } }

@@ -205,20 +205,36 @@ extension PostgresStore: ClusterStore {
         return held
     }
 
+    /// Takes `app`'s lease when it has expired; `nil` when someone holds it, or when a commit
+    /// under it is still running after ``leaseLockTimeout`` (tried again at the next round: the
+    /// caller's heartbeat and renewals must not wait behind another instance's commit).
     public func acquireLease(app: String, holder: String, ttl: Int64) async throws -> Int64? {
-        var token: Int64?
-        try await run { session in
-            // Waits for a commit holding the lease (it locks the row) to end: fencing.
-            let rows = try await session.query(
-                """
-                INSERT INTO app_lease (app, owner, token, expires_at)
-                VALUES (\(app), \(holder), 1, \(unescaped: Self.databaseMilliseconds) + \(ttl))
-                ON CONFLICT (app) DO UPDATE SET owner = excluded.owner, token = app_lease.token + 1, expires_at = excluded.expires_at
-                WHERE app_lease.expires_at <= \(unescaped: Self.databaseMilliseconds)
-                RETURNING token
-                """)
-            for try await value in rows.decode(Int64.self) { token = value }
+        do {
+            return try await transaction(writerLock: false) { session in
+                try await session.query("SELECT set_config('lock_timeout', \(String(Self.leaseLockTimeout)), true)").collect()
+                return try await Self.takeLease(app: app, holder: holder, ttl: ttl, session)
+            }
+        } catch let error as StoreError where error.kind == .busy {
+            return nil
         }
+    }
+
+    /// Milliseconds a takeover waits for a commit holding the lease row.
+    static let leaseLockTimeout = 1_000
+
+    private static func takeLease(app: String, holder: String, ttl: Int64, _ session: PostgresSession) async throws -> Int64? {
+        var token: Int64?
+        // Waits for a commit holding the lease (it locks the row) to end: fencing; at most the
+        // lock timeout (lock_not_available, 55P03: StoreError.busy).
+        let rows = try await session.query(
+            """
+            INSERT INTO app_lease (app, owner, token, expires_at)
+            VALUES (\(app), \(holder), 1, \(unescaped: Self.databaseMilliseconds) + \(ttl))
+            ON CONFLICT (app) DO UPDATE SET owner = excluded.owner, token = app_lease.token + 1, expires_at = excluded.expires_at
+            WHERE app_lease.expires_at <= \(unescaped: Self.databaseMilliseconds)
+            RETURNING token
+            """)
+        for try await value in rows.decode(Int64.self) { token = value }
         return token
     }
 

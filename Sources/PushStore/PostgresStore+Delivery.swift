@@ -12,7 +12,7 @@ extension PostgresStore: DeliveryStore {
                 WITH gone AS (
                 DELETE FROM notification
                 WHERE app = \(sender.app) AND kind = \(sender.kind.rawValue) AND coalesce(destination, '') = \(sender.destination ?? "")
-                  AND created_at < \(createdBefore) AND (claimed_until IS NULL OR claimed_until < \(now))
+                  AND created_at < \(createdBefore) AND (claimed_until IS NULL OR claimed_until < \(unescaped: Self.databaseMilliseconds))
                 RETURNING \(unescaped: Self.discardedColumns)),
                 kept AS (
                 INSERT INTO discarded_notification (\(unescaped: Self.discardedColumns), discarded_at)
@@ -25,23 +25,30 @@ extension PostgresStore: DeliveryStore {
         return count
     }
 
+    /// A claim is a lease between instances, so it is timed by the database's clock, as the
+    /// applications' leases are: it lasts `leaseUntil - now` from the database's now, and
+    /// another's claim has ended when the database's clock says so. (Before issue 33 both ends
+    /// were the caller's clock: an instance whose clock was ahead took the others' claims of
+    /// sends in flight, and sent them again; one behind lost its own.) `now` still says what
+    /// is due: `next_attempt_at` is written by the instances' clocks.
     public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws
         -> [StoredNotification]
     {
         guard limit > 0 else { return [] }
+        let lease = max(0, leaseUntil.saturatingSubtracting(now))
         let keys = excluding.sorted()
         let returned = Self.notificationColumns.split(separator: ",").map { "notification." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }
             .joined(separator: ", ")
         let query: PostgresQuery = """
             WITH candidate AS (
                 SELECT n.id FROM notification n
-                WHERE n.next_attempt_at <= \(now) AND (n.claimed_until IS NULL OR n.claimed_until < \(now))
+                WHERE n.next_attempt_at <= \(now) AND (n.claimed_until IS NULL OR n.claimed_until < \(unescaped: Self.databaseMilliseconds))
                   AND (n.app, n.kind, coalesce(n.destination, '')) NOT IN (SELECT * FROM unnest(\(keys.map(\.app))::text[], \(keys.map(\.kind.rawValue))::text[], \(keys.map { $0.destination ?? "" })::text[]))
                   AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
                 ORDER BY n.next_attempt_at, n.id
                 LIMIT \(Int64(limit))
                 FOR UPDATE SKIP LOCKED)
-            UPDATE notification SET claimed_by = \(claimant), claimed_until = \(leaseUntil)
+            UPDATE notification SET claimed_by = \(claimant), claimed_until = \(unescaped: Self.databaseMilliseconds) + \(lease)
             FROM candidate WHERE notification.id = candidate.id
             RETURNING \(unescaped: returned)
             """

@@ -50,10 +50,19 @@ struct PostgresURL: Sendable, CustomStringConvertible, CustomDebugStringConverti
         var client = PostgresClient.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: context.map(\.client) ?? .disable)
         client.options.maximumConnections = 16
+        // A transaction whose client went silent (its link cut between two statements) is ended
+        // by the server, with its locks: a fenced commit holds its application's lease row, and
+        // while it did every other instance's takeover waited (docs/decisions.md, "A broken
+        // network"). No statement of ours leaves its session idle that long in a transaction.
+        client.options.additionalStartupParameters = [("idle_in_transaction_session_timeout", "\(Self.idleInTransactionTimeout)")]
         let connection = PostgresConnection.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: context.map(\.connection) ?? .disable)
         return (client, connection)
     }
+
+    /// Milliseconds a session may stay idle inside a transaction before the server ends it
+    /// (the lease time: a cut instance's applications are taken over about one lease later).
+    static let idleInTransactionTimeout = 5_000
 
     /// Opens one connection and closes it. The client's pool retries a connection that fails
     /// and reports, a minute later, only that it gave up; this check fails at once with the

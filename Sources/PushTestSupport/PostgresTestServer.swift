@@ -24,6 +24,8 @@ public final class PostgresTestServer: Sendable {
     public let certificates: Certificates?
     /// The server options `pg_ctl start` was given (a cluster started here), for ``startAgain()``.
     let options: String?
+    /// The network namespace the server runs in (``startOwn(in:port:)``), or `nil`.
+    let namespace: String?
 
     /// The certificates of a TLS cluster, made with the `openssl` tool for the run, in PEM files.
     /// The server's certificate names `localhost` only (DNS:localhost, no IP address): a client
@@ -59,8 +61,10 @@ public final class PostgresTestServer: Sendable {
     }
 
     init(
-        host: String, port: Int, user: String, dataFolder: String?, binaries: String?, certificates: Certificates? = nil, options: String? = nil
+        host: String, port: Int, user: String, dataFolder: String?, binaries: String?, certificates: Certificates? = nil, options: String? = nil,
+        namespace: String? = nil
     ) {
+        self.namespace = namespace
         self.host = host
         self.port = port
         self.user = user
@@ -76,6 +80,16 @@ public final class PostgresTestServer: Sendable {
     /// otherwise.
     public static func startOwn() throws -> PostgresTestServer {
         try start(tls: false, own: true).get()
+    }
+
+    /// A cluster of the caller's own on a host of its own: started inside the network namespace
+    /// `namespace` (``TestNetwork``), listening there on every address (`listen_addresses = '*'`)
+    /// and accepting every TCP client of that namespace's networks. The test itself reaches it
+    /// through its Unix socket, which is a file and crosses namespaces: ``host`` is the socket's
+    /// folder (``psql(_:_:)`` and ``createDatabase()`` use it); the instances reach it at the
+    /// namespace's addresses on `port`.
+    public static func startOwn(in namespace: String, port: Int = 5432) throws -> PostgresTestServer {
+        try start(tls: false, own: true, namespace: namespace, port: port).get()
     }
 
     /// Stops the server (`pg_ctl stop -m fast`: sessions are cut, as in a failover or a
@@ -99,11 +113,8 @@ public final class PostgresTestServer: Sendable {
 
     func control(_ arguments: [String], detached: Bool = false) throws {
         guard let dataFolder, let binaries else { throw PostgresTestServerError("not a cluster started here") }
-        let all = ["-D", dataFolder] + arguments
-        let result =
-            getuid() == 0
-            ? try Self.execute("/usr/sbin/runuser", ["-u", "postgres", "--", binaries + "/pg_ctl"] + all, detached: detached)
-            : try Self.execute(binaries + "/pg_ctl", all, detached: detached)
+        let command = Self.command(binaries + "/pg_ctl", ["-D", dataFolder] + arguments, asRoot: getuid() == 0, namespace: namespace)
+        let result = try Self.execute(command.executable, command.arguments, detached: detached)
         guard result.status == 0 else { throw PostgresTestServerError("pg_ctl \(arguments.joined(separator: " ")) failed: \(result.text)") }
     }
 
@@ -121,7 +132,18 @@ public final class PostgresTestServer: Sendable {
         try Self.execute("/usr/bin/psql", ["-h", host, "-p", String(port), "-U", user, "-d", database, "-v", "ON_ERROR_STOP=1", "-q", "-A", "-t", "-c", sql])
     }
 
-    static func start(tls: Bool = false, own: Bool = false) -> Result<PostgresTestServer, PostgresTestServerError> {
+    /// `tool arguments…`, as the postgres user when running as root (initdb refuses root), inside
+    /// `namespace` when one is given.
+    static func command(_ tool: String, _ arguments: [String], asRoot: Bool, namespace: String?) -> (executable: String, arguments: [String]) {
+        var command = [tool] + arguments
+        if asRoot { command = ["/usr/sbin/runuser", "-u", "postgres", "--"] + command }
+        if let namespace { command = ["/usr/sbin/ip", "netns", "exec", namespace] + command }
+        return (command[0], Array(command.dropFirst()))
+    }
+
+    static func start(tls: Bool = false, own: Bool = false, namespace: String? = nil, port chosenPort: Int? = nil) -> Result<
+        PostgresTestServer, PostgresTestServerError
+    > {
         if !tls, !own, let url = ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_POSTGRES"], let components = URLComponents(string: url),
             let host = components.host
         {
@@ -141,15 +163,20 @@ public final class PostgresTestServer: Sendable {
             let asRoot = getuid() == 0
             if asRoot { try FileManager.default.setAttributes([.ownerAccountName: "postgres"], ofItemAtPath: folder) }
             func run(_ tool: String, _ arguments: [String], detached: Bool = false) throws -> (status: Int32, text: String) {
-                asRoot
-                    ? try execute("/usr/sbin/runuser", ["-u", "postgres", "--", binaries + "/" + tool] + arguments, detached: detached)
-                    : try execute(binaries + "/" + tool, arguments, detached: detached)
+                let command = command(binaries + "/" + tool, arguments, asRoot: asRoot, namespace: namespace)
+                return try execute(command.executable, command.arguments, detached: detached)
             }
             let initdb = try run("initdb", ["-D", folder + "/data", "-A", "trust", "-U", "pushdispatch", "--no-sync", "-E", "UTF8", "--locale=C"])
             guard initdb.status == 0 else { return .failure(PostgresTestServerError("initdb failed: \(initdb.text)")) }
-            let port = freePort()
+            let port = chosenPort ?? freePort()
             var options = "-p \(port) -k \(folder) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300"
             var certificates: Certificates?
+            if namespace != nil {
+                // A host of its own: every address of its namespace, every client of its networks.
+                let hba = folder + "/pg_hba.conf"
+                try "local all all trust\nhost all all 0.0.0.0/0 trust\n".write(toFile: hba, atomically: false, encoding: .utf8)
+                options = options.replacingOccurrences(of: "listen_addresses=127.0.0.1", with: "listen_addresses='*'") + " -c hba_file=\(hba)"
+            }
             if tls {
                 let made = try makeCertificates(folder + "/tls", owner: asRoot ? "postgres" : nil)
                 certificates = made.certificates
@@ -165,8 +192,8 @@ public final class PostgresTestServer: Sendable {
             _ = stopsAtExit
             return .success(
                 PostgresTestServer(
-                    host: "127.0.0.1", port: port, user: "pushdispatch", dataFolder: folder + "/data", binaries: binaries, certificates: certificates,
-                    options: options))
+                    host: namespace == nil ? "127.0.0.1" : folder, port: port, user: "pushdispatch", dataFolder: folder + "/data", binaries: binaries,
+                    certificates: certificates, options: options, namespace: namespace))
         } catch {
             return .failure(PostgresTestServerError("cannot start PostgreSQL: \(error)"))
         }

@@ -28,12 +28,12 @@ struct MultiInstanceTests {
     static let apps = (1...6).map { "app\($0)" }
     static let records = 60
 
-    static func config(_ folder: URL, instance: String, database: String, fakes: FakeProviders) -> String {
+    static func config(_ folder: URL, instance: String, database: String, fakes: FakeProviders, port: Int = 0) -> String {
         var text = """
             store: {postgres: "\(database)"}
             instance: {name: \(instance)}
             ingest: {queueFile: ./changes.ndjson, socket: ./pushdispatch.sock, deadLetter: ./dead.ndjson}
-            http: {port: 0}
+            http: {port: \(port)}
             delivery: {caFile: "\(ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path)", timeout: 60s}
             apps:
 
@@ -87,6 +87,49 @@ struct MultiInstanceTests {
             if parts.count == 2 { owners[parts[0]] = parts[1] }
         }
         return owners
+    }
+
+    /// Waits until every subscription received records 1...`records`; past `timeout`, records
+    /// what each received, the outbox, the leases and the logs, and throws.
+    static func waitForEveryNotification(
+        _ fakes: FakeProviders, subscriptions: [String: String], records: Int, server: PostgresTestServer, database: String, logs: [String],
+        timeout: Double = 90
+    ) async throws {
+        do {
+            try await ServiceEndToEndTests.eventually("every notification delivered", timeout: timeout) {
+                let numbers = try Self.delivered(fakes)
+                return subscriptions.values.allSatisfy { Set(numbers[$0] ?? []).count == records }
+            }
+        } catch {
+            let numbers = try Self.delivered(fakes)
+            let name = String(database.split(separator: "/").last!)
+            Issue.record(
+                """
+                \(error): \(subscriptions.sorted { $0.key < $1.key }.map { "\($0.key): \(numbers[$0.value] ?? [])" }.joined(separator: "\n"))
+                inbox: \(try server.psql(name, "SELECT app, count(*) FROM inbox GROUP BY app").text)
+                outbox: \(try server.psql(name, "SELECT app, count(*), min(claimed_by), max(attempts) FROM notification GROUP BY app").text)
+                leases: \(try server.psql(name, "SELECT * FROM app_lease").text)
+                logs: \(logs.map { $0.suffix(3000) }.joined(separator: "\n----\n"))
+                """)
+            throw error
+        }
+    }
+
+    /// The oracle: every subscription received records 1...`records`, in order; a record
+    /// received again only right after itself (a send in flight when its instance was lost,
+    /// sent again by the instance that took its claim over). Returns the number of repeats.
+    static func expectEveryNotificationInOrder(_ fakes: FakeProviders, subscriptions: [String: String], records: Int) throws -> Int {
+        let numbers = try Self.delivered(fakes)
+        var repeats = 0
+        for (app, id) in subscriptions.sorted(by: { $0.key < $1.key }) {
+            let received = numbers[id] ?? []
+            var distinct: [Int] = []
+            for number in received {
+                if distinct.last == number { repeats += 1 } else { distinct.append(number) }
+            }
+            #expect(distinct == Array(1...records), "\(app): \(received)")
+        }
+        return repeats
     }
 
     @Test("three instances, SIGKILL of one mid-stream: takeover within 10 s, every notification delivered in order")
@@ -168,36 +211,11 @@ struct MultiInstanceTests {
         print("takeover after SIGKILL: \(String(format: "%.2f", takeover)) s")
         #expect(takeover <= 10, "taken over after \(takeover) s")
 
-        do {
-            try await ServiceEndToEndTests.eventually("every notification delivered", timeout: 90) {
-                let numbers = try Self.delivered(fakes)
-                return subscriptions.values.allSatisfy { Set(numbers[$0] ?? []).count == Self.records }
-            }
-        } catch {
-            let numbers = try Self.delivered(fakes)
-            let name = String(database.split(separator: "/").last!)
-            Issue.record(
-                """
-                \(error): \(subscriptions.sorted { $0.key < $1.key }.map { "\($0.key): \(numbers[$0.value] ?? [])" }.joined(separator: "\n"))
-                inbox: \(try server.psql(name, "SELECT app, count(*) FROM inbox GROUP BY app").text)
-                outbox: \(try server.psql(name, "SELECT app, count(*), min(claimed_by), max(attempts) FROM notification GROUP BY app").text)
-                leases: \(try server.psql(name, "SELECT * FROM app_lease").text)
-                logs: \(services.map { $0.log.withLock { $0 }.suffix(3000) }.joined(separator: "\n----\n"))
-                """)
-            throw error
-        }
+        try await Self.waitForEveryNotification(
+            fakes, subscriptions: subscriptions, records: Self.records, server: server, database: database, logs: services.map { $0.log.withLock { $0 } })
         // In order per subscription; a repeat only right after itself (a send in flight at the
         // kill, sent again by the instance that took the claim over).
-        let numbers = try Self.delivered(fakes)
-        var repeats = 0
-        for (app, id) in subscriptions.sorted(by: { $0.key < $1.key }) {
-            let received = numbers[id] ?? []
-            var distinct: [Int] = []
-            for number in received {
-                if distinct.last == number { repeats += 1 } else { distinct.append(number) }
-            }
-            #expect(distinct == Array(1...Self.records), "\(app): \(received)")
-        }
+        let repeats = try Self.expectEveryNotificationInOrder(fakes, subscriptions: subscriptions, records: Self.records)
         // A subscription has one notification in flight at most: one repeat each at most.
         #expect(repeats <= subscriptions.count, "repeats: \(repeats)")
         print("repeats after the kill: \(repeats)")

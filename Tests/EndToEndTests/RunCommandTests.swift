@@ -12,9 +12,16 @@ final class RunningService: Sendable {
     let process: Process
     let log = Mutex("")
 
-    /// Starts `pushdispatch run --config config` and waits for its "listening" line.
-    init(config: String) throws {
-        process = TestProcesses.make(Executable.url, ["run", "--config", config])
+    /// Starts `pushdispatch run --config config`, inside the network namespace `namespace` when
+    /// one is given (``TestNetwork``), with `environment` added to this process's.
+    init(config: String, namespace: String? = nil, environment: [String: String] = [:]) throws {
+        if let namespace {
+            let command = TestNetwork.command(in: namespace, Executable.url.path, ["run", "--config", config])
+            process = TestProcesses.make(command.executable, command.arguments)
+        } else {
+            process = TestProcesses.make(Executable.url, ["run", "--config", config])
+        }
+        if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
         let stderr = Pipe()
         process.standardError = stderr
         process.standardOutput = FileHandle.nullDevice

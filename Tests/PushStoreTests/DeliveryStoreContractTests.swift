@@ -23,6 +23,13 @@ struct DeliveryStoreContractTests {
         _ = try await store.commit(batch)
     }
 
+    /// Lets a claim of `milliseconds` end. On PostgreSQL claims are timed by the database's
+    /// clock (several instances' clocks may disagree): real time has to pass. On SQLite the
+    /// caller's `now` says, and the tests pass a later one.
+    func passClaims(_ kind: StoreKind, milliseconds: Int) async throws {
+        if kind == .postgres { try await Task.sleep(for: .milliseconds(milliseconds + 100)) }
+    }
+
     func payloads(_ store: Store) async throws -> [String] {
         try await store.notifications(limit: 100).map { String(decoding: $0.entry.payload, as: UTF8.self) }
     }
@@ -89,10 +96,10 @@ struct DeliveryStoreContractTests {
         try await queue(store, now: 10, entries)
         let excluded: Set<SenderKey> = [SenderKey(app: "toto", kind: .webhook, destination: "orders")]
         #expect(try await store.nextDue(excluding: excluded) == 10)
-        let claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: excluded)
+        let claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: excluded)
         #expect(Set(claimed.map { String(decoding: $0.entry.payload, as: UTF8.self) }) == ["audit", "mobile"])
         #expect(try await store.nextDue(excluding: excluded) == nil)
-        #expect(try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: []).count == 1)
+        #expect(try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: []).count == 1)
     }
 
     @Test("claimDue: the claim, and the next due time only when it took fewer than its limit (SQLite in one transaction)", arguments: StoreKind.all)
@@ -104,18 +111,19 @@ struct DeliveryStoreContractTests {
         try await queue(store, now: 10, (0..<3).map { entry(subscriptions[$0], handles[$0], .value, payload: "p\($0)") })
         try await queue(store, now: 500, [entry(subscriptions[3], handles[3], .value, payload: "later")])
         // Its limit: more may be due, nothing read.
-        let full = try await store.claimDue(now: 10, limit: 2, claimant: "x", leaseUntil: 100, excluding: [])
+        let full = try await store.claimDue(now: 10, limit: 2, claimant: "x", leaseUntil: 2_010, excluding: [])
         #expect(full.notifications.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["p0", "p1"])
         #expect(full.nextDue == .notRead)
         // Fewer: the next one not claimed (the one due at 500), read after the claim.
-        let rest = try await store.claimDue(now: 10, limit: 5, claimant: "x", leaseUntil: 100, excluding: [])
+        let rest = try await store.claimDue(now: 10, limit: 5, claimant: "x", leaseUntil: 2_010, excluding: [])
         #expect(rest.notifications.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["p2"])
         #expect(rest.nextDue == .at(500))
         // The one left excluded: nothing waits.
-        let none = try await store.claimDue(now: 10, limit: 5, claimant: "x", leaseUntil: 100, excluding: [SenderKey(app: "toto", kind: .fcm)])
+        let none = try await store.claimDue(now: 10, limit: 5, claimant: "x", leaseUntil: 2_010, excluding: [SenderKey(app: "toto", kind: .fcm)])
         #expect(none.notifications.isEmpty && none.nextDue == .none)
-        // At 500: the later one, and the three whose leases ended at 100.
-        let later = try await store.claimDue(now: 500, limit: 5, claimant: "y", leaseUntil: 600, excluding: [])
+        // Later: the one due at 500, and the three whose leases ended at 2,010.
+        try await passClaims(kind, milliseconds: 2_000)
+        let later = try await store.claimDue(now: 2_011, limit: 5, claimant: "y", leaseUntil: 4_000, excluding: [])
         #expect(later.notifications.count == 4 && later.nextDue == .none)
     }
 
@@ -125,17 +133,17 @@ struct DeliveryStoreContractTests {
         let a = makeSubscription(path: "/a", mode: .childEvent)
         let ha = try await stored(store, a)
         try await queue(store, now: 10, [entry(a, ha, .childEvent, payload: "a1"), entry(a, ha, .childEvent, payload: "a2")])
-        let first = try await store.claimDue(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        let first = try await store.claimDue(now: 10, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: [])
         #expect(first.notifications.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a1"])
         let (settled, claim) = try await store.settleAndClaimDue(
-            [.delivered(id: first.notifications[0].id)], settledAt: 20, claimant: "x", now: 20, limit: 10, leaseUntil: 100, excluding: [])
+            [.delivered(id: first.notifications[0].id)], settledAt: 20, claimant: "x", now: 20, limit: 10, leaseUntil: 60_000, excluding: [])
         #expect(settled.lost == 0)
         let second = try claim.get()
         #expect(second.notifications.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a2"])
         #expect(second.nextDue == .none)
         // A settlement of a claim not held is counted lost; the claim still runs.
         let (late, none) = try await store.settleAndClaimDue(
-            [.delivered(id: first.notifications[0].id)], settledAt: 30, claimant: "x", now: 30, limit: 10, leaseUntil: 100, excluding: [])
+            [.delivered(id: first.notifications[0].id)], settledAt: 30, claimant: "x", now: 30, limit: 10, leaseUntil: 60_000, excluding: [])
         #expect(late.lost == 1)
         #expect(try none.get().notifications.isEmpty)
         #expect(try await payloads(store) == ["a2"])
@@ -150,32 +158,33 @@ struct DeliveryStoreContractTests {
         let hb = try await stored(store, b)
         try await queue(store, now: 10, [entry(a, ha, .childEvent, payload: "a1"), entry(a, ha, .childEvent, payload: "a2"), entry(b, hb, .childEvent, payload: "b1")])
         // Not due yet.
-        #expect(try await store.claim(now: 9, limit: 10, claimant: "x", leaseUntil: 100, excluding: []).isEmpty)
-        let first = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        #expect(try await store.claim(now: 9, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: []).isEmpty)
+        let first = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 2_010, excluding: [])
         #expect(first.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a1", "b1"])
         // Held: nothing more to claim, for anyone, until the lease ends.
-        #expect(try await store.claim(now: 50, limit: 10, claimant: "y", leaseUntil: 200, excluding: []).isEmpty)
+        #expect(try await store.claim(now: 50, limit: 10, claimant: "y", leaseUntil: 2_050, excluding: []).isEmpty)
         #expect(try await store.nextDue(excluding: []) == nil)
         // Delivered: the next of that subscription becomes claimable.
         let settled = try await store.settle([.delivered(id: first[0].id)], claimant: "x", now: 20)
         #expect(settled.lost == 0)
         #expect(try await store.nextDue(excluding: []) == 10)
-        #expect(try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [SenderKey(app: "toto", kind: .fcm)]).isEmpty)
-        let second = try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        #expect(try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 2_010, excluding: [SenderKey(app: "toto", kind: .fcm)]).isEmpty)
+        let second = try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 2_010, excluding: [])
         #expect(second.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["a2"])
         // An expired lease lets another claimant take it; the first one's settlement is then lost.
-        let taken = try await store.claim(now: 101, limit: 10, claimant: "y", leaseUntil: 300, excluding: [])
+        try await passClaims(kind, milliseconds: 2_000)
+        let taken = try await store.claim(now: 2_011, limit: 10, claimant: "y", leaseUntil: 4_000, excluding: [])
         #expect(Set(taken.map(\.id)) == Set([second[0].id, first[1].id]))
-        let late = try await store.settle([.delivered(id: second[0].id)], claimant: "x", now: 102)
+        let late = try await store.settle([.delivered(id: second[0].id)], claimant: "x", now: 2_012)
         #expect(late.lost == 1)
         #expect(try await store.notifications(limit: 10).count == 2)
         // Released but those kept (the ones the claimant knows it holds); others' claims stay.
         #expect(try await store.releaseClaims(claimant: "y", keeping: [taken[0].id]) == 1)
         #expect(try await store.releaseClaims(claimant: "x", keeping: []) == 0)
-        #expect(try await store.claim(now: 102, limit: 10, claimant: "w", leaseUntil: 300, excluding: []).map(\.id) == [taken[1].id])
+        #expect(try await store.claim(now: 2_012, limit: 10, claimant: "w", leaseUntil: 4_000, excluding: []).map(\.id) == [taken[1].id])
         #expect(try await store.releaseClaims(claimant: "y") == 1)
         #expect(try await store.releaseClaims(claimant: "w") == 1)
-        #expect(try await store.claim(now: 102, limit: 1, claimant: "z", leaseUntil: 300, excluding: []).count == 1)
+        #expect(try await store.claim(now: 2_012, limit: 1, claimant: "z", leaseUntil: 4_000, excluding: []).count == 1)
     }
 
     @Test("a retry keeps its place and its schedule; a newer value waiting takes it over", arguments: StoreKind.all)
@@ -184,7 +193,7 @@ struct DeliveryStoreContractTests {
         let v = makeSubscription(path: "/v", mode: .value)
         let hv = try await stored(store, v)
         try await queue(store, now: 10, [entry(v, hv, .value, payload: "1")])
-        let claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        let claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: [])
         // While it is in flight a newer value arrives: it queues behind (the in-flight one is not replaced).
         try await queue(store, now: 11, [entry(v, hv, .value, payload: "2")])
         #expect(try await payloads(store) == ["1", "2"])
@@ -226,10 +235,10 @@ struct DeliveryStoreContractTests {
         let c = makeSubscription(path: "/c", mode: .childEvent)
         let hc = try await stored(store, c)
         try await queue(store, now: 10, [entry(c, hc, .childEvent, payload: "1"), entry(c, hc, .childEvent, payload: "2"), entry(c, hc, .childEvent, payload: "3")])
-        var claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        var claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: [])
         _ = try await store.settle([.drop(id: claimed[0].id)], claimant: "x", now: 11)
         #expect(try await payloads(store) == ["2", "3"])
-        claimed = try await store.claim(now: 11, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        claimed = try await store.claim(now: 11, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: [])
         let result = try await store.settle([.discard(id: claimed[0].id, subscriptionHandle: hc)], claimant: "x", now: 12)
         #expect(result.discarded == 2)
         #expect(try await payloads(store).isEmpty)
@@ -244,7 +253,7 @@ struct DeliveryStoreContractTests {
         let hc = try await stored(store, c)
         let ho = try await stored(store, other)
         try await queue(store, now: 10, [entry(c, hc, .childEvent, payload: "1"), entry(c, hc, .childEvent, payload: "2"), entry(other, ho, .childEvent, payload: "o")])
-        let claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        let claimed = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: [])
         let notice = entry(c, hc, .revoke, payload: "revoke")
         let result = try await store.settle(
             [.revoke(id: claimed[0].id, subscriptionHandle: hc, notification: notice), .delivered(id: claimed[1].id)], claimant: "x", now: 20)
@@ -254,7 +263,7 @@ struct DeliveryStoreContractTests {
         #expect(rows.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["revoke"])
         #expect(rows[0].createdAt == 20 && rows[0].nextAttemptAt == 20)
         // The revoke notification itself refused for good: it goes, nothing more is queued.
-        let revokeClaim = try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 100, excluding: [])
+        let revokeClaim = try await store.claim(now: 20, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: [])
         let again = try await store.settle([.revoke(id: revokeClaim[0].id, subscriptionHandle: hc, notification: notice)], claimant: "x", now: 21)
         #expect(again.revoked.isEmpty)
         #expect(try await store.notifications(limit: 10).isEmpty)

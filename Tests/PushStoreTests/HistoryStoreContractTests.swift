@@ -50,7 +50,7 @@ struct HistoryStoreContractTests {
         // Within one batch: record 4 takes record 3's place (b is childEvent: both stay).
         try await commit(store, now: 25, [.notify(entry(a, ha, .value, seq: 3)), .notify(entry(a, ha, .value, seq: 4))])
         #expect(try await store.fate(app: "toto", seq: 3).nothing.map(\.why) == [.coalesced])
-        let claimed = try await store.claim(now: 30, limit: 10, claimant: "me", leaseUntil: 1_000, excluding: [])
+        let claimed = try await store.claim(now: 30, limit: 10, claimant: "me", leaseUntil: 60_000, excluding: [])
         let byHandle = Dictionary(grouping: claimed, by: \.entry.subscriptionHandle)
         let first = try #require(byHandle[ha]?.first)
         let second = try #require(byHandle[hb]?.first)
@@ -59,7 +59,7 @@ struct HistoryStoreContractTests {
             [.retry(id: first.id, nextAttemptAt: 40, firstAttemptAt: 30, attempts: 1), .delivered(id: second.id)],
             attempts: [attempt(first, at: 31, outcome: .retry, status: 503, nextAt: 40), attempt(second, at: 31, outcome: .delivered)],
             claimant: "me", now: 31)
-        let again = try await store.claim(now: 40, limit: 10, claimant: "me", leaseUntil: 1_000, excluding: [])
+        let again = try await store.claim(now: 40, limit: 10, claimant: "me", leaseUntil: 60_000, excluding: [])
         let retried = try #require(again.first { $0.entry.subscriptionHandle == ha })
         _ = try await store.settle([.delivered(id: retried.id)], attempts: [attempt(retried, at: 41, outcome: .delivered)], claimant: "me", now: 41)
 
@@ -117,7 +117,7 @@ struct HistoryStoreContractTests {
         let (ha, hg, hw) = (try await stored(store, a), try await stored(store, gone), try await stored(store, hook))
         try await commit(store, now: 10, [.notify(entry(a, ha, .childEvent, seq: 1)), .notify(entry(gone, hg, .childEvent, seq: 1)), .notify(entry(hook, hw, .childEvent, seq: 1))])
         try await commit(store, now: 11, [.notify(entry(a, ha, .childEvent, seq: 2)), .notify(entry(hook, hw, .childEvent, seq: 2))])
-        let claimed = try await store.claim(now: 20, limit: 10, claimant: "me", leaseUntil: 1_000, excluding: [])
+        let claimed = try await store.claim(now: 20, limit: 10, claimant: "me", leaseUntil: 60_000, excluding: [])
         let heads = claimed.filter { $0.entry.subscriptionHandle == ha || $0.entry.subscriptionHandle == hg }
         let result = try await store.settle(
             heads.map { .discard(id: $0.id, subscriptionHandle: $0.entry.subscriptionHandle) }, attempts: heads.map { attempt($0, at: 21, outcome: .discarded) },
@@ -134,12 +134,12 @@ struct HistoryStoreContractTests {
         #expect(try await store.recover(RecoveryFilter(app: "toto", kind: .fcm, since: 21), now: 50) == 2)
         #expect(try await store.recover(RecoveryFilter(app: "toto", since: 0), now: 50) == 2)
         #expect(try await store.recover(RecoveryFilter(app: "toto", since: 0), now: 50) == 0)
-        let recovered = try await store.claim(now: 50, limit: 10, claimant: "me", leaseUntil: 1_000, excluding: [])
+        let recovered = try await store.claim(now: 50, limit: 10, claimant: "me", leaseUntil: 60_000, excluding: [])
         #expect(Set(recovered.map { String(decoding: $0.entry.payload, as: UTF8.self) }) == ["s1"])
         #expect(recovered.count == 2 && recovered.allSatisfy { $0.attempts == 0 && $0.firstAttemptAt == nil })
         // Order per subscription: s1 before s2.
         for notification in recovered { _ = try await store.settle([.delivered(id: notification.id)], claimant: "me", now: 51) }
-        let next = try await store.claim(now: 52, limit: 10, claimant: "me", leaseUntil: 1_000, excluding: [])
+        let next = try await store.claim(now: 52, limit: 10, claimant: "me", leaseUntil: 60_000, excluding: [])
         #expect(next.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["s2", "s2"])
     }
 
@@ -153,7 +153,7 @@ struct HistoryStoreContractTests {
         _ = try await store.commit(batch)
         batch.operations = [.notify(entry(a, ha, .value, seq: 2))]
         _ = try await store.commit(batch)
-        let claimed = try await store.claim(now: 20, limit: 10, claimant: "me", leaseUntil: 1_000, excluding: [])
+        let claimed = try await store.claim(now: 20, limit: 10, claimant: "me", leaseUntil: 60_000, excluding: [])
         _ = try await store.settle([.discard(id: claimed[0].id, subscriptionHandle: ha)], claimant: "me", now: 21)
         #expect(try await store.fate(app: "toto", seq: 1) == RecordFate(notifications: [], nothing: []))
         #expect(try await store.fate(app: "toto", seq: 2) == RecordFate(notifications: [], nothing: []))
@@ -170,7 +170,7 @@ struct HistoryStoreContractTests {
         var handles: [Int64] = []
         for subscription in subscriptions { handles.append(try await stored(store, subscription)) }
         try await commit(store, now: 10, [.notify(entry(subscriptions[0], handles[0], .value, seq: 1))])
-        let claimed = try await store.claim(now: 20, limit: 10, claimant: "me", leaseUntil: 1_000, excluding: [])
+        let claimed = try await store.claim(now: 20, limit: 10, claimant: "me", leaseUntil: 60_000, excluding: [])
         _ = try await store.settle([.delivered(id: claimed[0].id)], attempts: [attempt(claimed[0], at: 21, outcome: .delivered)], claimant: "me", now: 21)
 
         let byUID = try await store.subscriptions(matching: SubscriptionQuery(app: "toto", uid: "u1"), cursor: nil, limit: 10)
@@ -234,7 +234,7 @@ struct HistoryStoreContractTests {
         let seven = try await store.fate(app: "toto", seq: 7)
         #expect(seven.notifications.map(\.subscription) == [b.id])
 
-        let claimed = try await store.claim(now: 400, limit: 10, claimant: "me", leaseUntil: 1_000, excluding: [])
+        let claimed = try await store.claim(now: 400, limit: 10, claimant: "me", leaseUntil: 60_000, excluding: [])
         #expect(claimed.count == 2)
         _ = try await store.settle(
             claimed.map { .delivered(id: $0.id) }, attempts: claimed.map { attempt($0, at: 401, outcome: .delivered) }, claimant: "me", now: 401)

@@ -101,6 +101,73 @@ struct PostgresClusterTests {
         #expect(try await b.leases().map(\.owner) == ["node-2"])
     }
 
+    final class Flag: Sendable {
+        let value = Atomic<Bool>(false)
+    }
+
+    /// A fenced transaction of `store` under `fence`, held open after its check: silent
+    /// (`sleeping`: its client sends nothing more, as when its link is cut) or busy in a
+    /// statement of `busySeconds`.
+    func holdFenced(_ store: PostgresStore, _ fence: LeaseFence, busySeconds: Int? = nil, checked: Flag) -> Task<Void, any Error> {
+        Task {
+            try await store.transaction(writerLock: false) { session in
+                try await store.check(fence, session)
+                checked.value.store(true, ordering: .releasing)
+                if let busySeconds {
+                    try await session.query("SELECT pg_sleep(\(busySeconds))").collect()
+                } else {
+                    try await Task.sleep(for: .seconds(60))
+                }
+            }
+        }
+    }
+
+    @Test("a fenced commit whose instance went silent mid-transaction is ended by the server: another instance takes the application over, and no takeover waits behind it (issue 33: the partition test's freeze)")
+    func silentCommitEnded() async throws {
+        let (a, b) = try await two()
+        defer { a.close(); b.close() }
+        let token = try #require(try await a.acquireLease(app: "toto", holder: "node-1", ttl: 300))
+        let checked = Flag()
+        let holder = holdFenced(a, LeaseFence(app: "toto", token: token, holder: "node-1", consumed: []), checked: checked)
+        defer { holder.cancel() }
+        while !checked.value.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(20)) }
+        try await Task.sleep(for: .milliseconds(400))  // the lease has expired; its row is still locked
+        let start = ContinuousClock.now
+        var slowest = Duration.zero
+        var taken: Int64?
+        while taken == nil, ContinuousClock.now - start < .seconds(30) {
+            let attempt = ContinuousClock.now
+            taken = try await b.acquireLease(app: "toto", holder: "node-2", ttl: 60_000)
+            slowest = max(slowest, ContinuousClock.now - attempt)
+            if taken == nil { try await Task.sleep(for: .milliseconds(200)) }
+        }
+        let waited = ContinuousClock.now - start
+        // Before: the takeover waited on the row as long as the silent session lived (here the
+        // 60 s of its sleep; after a real cut, until TCP gave up).
+        #expect(taken == token + 1, "not taken over in 30 s")
+        #expect(waited < .milliseconds(Int64(PostgresURL.idleInTransactionTimeout) + 4_000), "taken over after \(waited)")
+        // Each attempt gave up after the lock timeout instead of blocking its caller's round.
+        #expect(slowest < .milliseconds(Int64(PostgresStore.leaseLockTimeout) + 2_000), "an attempt took \(slowest)")
+        #expect(try await b.leases().map(\.owner) == ["node-2"])
+    }
+
+    @Test("a takeover does not wait behind a fenced commit still running: it gives up after the lock timeout and takes the lease once the commit ended")
+    func takeoverDoesNotWaitForARunningCommit() async throws {
+        let (a, b) = try await two()
+        defer { a.close(); b.close() }
+        let token = try #require(try await a.acquireLease(app: "toto", holder: "node-1", ttl: 300))
+        let checked = Flag()
+        let holder = holdFenced(a, LeaseFence(app: "toto", token: token, holder: "node-1", consumed: []), busySeconds: 6, checked: checked)
+        while !checked.value.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(20)) }
+        try await Task.sleep(for: .milliseconds(400))
+        let attempt = ContinuousClock.now
+        #expect(try await b.acquireLease(app: "toto", holder: "node-2", ttl: 60_000) == nil)
+        let took = ContinuousClock.now - attempt
+        #expect(took >= .milliseconds(Int64(PostgresStore.leaseLockTimeout) - 100) && took < .milliseconds(Int64(PostgresStore.leaseLockTimeout) + 2_000), "\(took)")
+        try await holder.value  // the commit ends normally (not idle: a statement was running)
+        #expect(try await b.acquireLease(app: "toto", holder: "node-2", ttl: 60_000) == token + 1)
+    }
+
     @Test("a late snapshot from an ex-owner never replaces the new owner's later one")
     func snapshotsMoveForward() async throws {
         let (a, b) = try await two()
@@ -133,14 +200,14 @@ struct PostgresClusterTests {
         var batch = CommitBatch(now: 10)
         batch.operations = entries.map { .notify($0) }
         _ = try await a.commit(batch)
-        async let fromA = a.claim(now: 10, limit: 30, claimant: "node-1", leaseUntil: 1_000, excluding: [])
-        async let fromB = b.claim(now: 10, limit: 30, claimant: "node-2", leaseUntil: 1_000, excluding: [])
+        async let fromA = a.claim(now: 10, limit: 30, claimant: "node-1", leaseUntil: 60_000, excluding: [])
+        async let fromB = b.claim(now: 10, limit: 30, claimant: "node-2", leaseUntil: 60_000, excluding: [])
         let claimed = try await fromA + fromB
         // Only the oldest of each subscription, and no row twice.
         #expect(Set(claimed.map(\.id)).count == claimed.count)
         #expect(claimed.allSatisfy { String(decoding: $0.entry.payload, as: UTF8.self).hasSuffix("-0") })
         #expect(Set(claimed.map(\.entry.subscriptionHandle)).count == claimed.count)
-        let rest = try await b.claim(now: 10, limit: 100, claimant: "node-2", leaseUntil: 1_000, excluding: [])
+        let rest = try await b.claim(now: 10, limit: 100, claimant: "node-2", leaseUntil: 60_000, excluding: [])
         #expect(claimed.count + rest.count == 40)
 
         // An instance that stopped beating: its claims are released for the others.
@@ -148,6 +215,37 @@ struct PostgresClusterTests {
         _ = try await a.heartbeat(instance: "node-2", address: "127.0.0.1:2")
         #expect(try await a.releaseClaimsOfStaleInstances(staleAfter: 60_000) == 0)
         #expect(Set(try await a.instances(within: 60_000).map(\.name)) == ["node-1", "node-2"])
+    }
+
+    @Test("claims are timed by the database's clock: a claimant 10 minutes ahead takes no claim in flight, one 10 minutes behind keeps its own")
+    func claimsByTheDatabaseClock() async throws {
+        let (a, b) = try await two()
+        defer { a.close(); b.close() }
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        let (lease, tenMinutes): (Int64, Int64) = (300_000, 600_000)
+        var subscriptions: [(Subscription, Int64)] = []
+        for n in 1...2 {
+            let subscription = makeSubscription(path: "/c/\(n)", context: "token-c\(n)", mode: .childEvent)
+            guard case .created(let created) = try await a.save(subscription, allowUpdate: false), let handle = created.handle else { return }
+            subscriptions.append((subscription, handle))
+        }
+        func queue(_ index: Int, at time: Int64) async throws {
+            var batch = CommitBatch(now: time)
+            batch.operations = [.notify(entry(subscriptions[index].0, subscriptions[index].1, .childEvent, payload: "\(index)"))]
+            _ = try await a.commit(batch)
+        }
+        // node-1, its clock right, claims a notification for 5 minutes; node-2, 10 minutes
+        // ahead, must not take it while it is in flight (it did, by its own clock, before issue 33).
+        try await queue(0, at: now)
+        #expect(try await a.claim(now: now, limit: 10, claimant: "node-1", leaseUntil: now + lease, excluding: []).count == 1)
+        #expect(try await b.claim(now: now + tenMinutes, limit: 10, claimant: "node-2", leaseUntil: now + tenMinutes + lease, excluding: []).isEmpty)
+        // node-3, 10 minutes behind, claims one for 5 minutes: the others must not take it
+        // (its claim had ended 5 minutes ago by their clocks).
+        try await queue(1, at: now - tenMinutes)
+        let behind = try await b.claim(now: now - tenMinutes, limit: 10, claimant: "node-3", leaseUntil: now - tenMinutes + lease, excluding: [])
+        #expect(behind.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["1"])
+        #expect(try await a.claim(now: now, limit: 10, claimant: "node-1", leaseUntil: now + lease, excluding: []).isEmpty)
+        #expect(try await a.claim(now: now + tenMinutes, limit: 10, claimant: "node-2", leaseUntil: now + tenMinutes + lease, excluding: []).isEmpty)
     }
 
     @Test("each instance's report is written with its heartbeat and read by the others; a heartbeat alone keeps it; an oversized one is not written")
