@@ -60,6 +60,9 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     let clock: any ServiceClock
     let random: @Sendable () -> Double
     let logger: Logger
+    /// Until when this instance's claims are surely its own (``ClaimTenure``): no send starts
+    /// after it.
+    let tenure: ClaimTenure
     public let counters: DeliveryCounters
     /// Each attempt as it is settled, to whoever watches (`GET /ops/v1/events`).
     public let feed: AttemptFeed
@@ -74,11 +77,14 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     ///   - notices: builds the revoke notification of a subscription a provider refused.
     ///   - index: told when settlements deleted subscriptions.
     ///   - random: uniform in 0..<1, for the retries' jitter.
+    ///   - tenure: until when the claims are surely this instance's (several instances: its
+    ///     heartbeats); for ever by default (alone on its store).
     public init(
         store: any DeliveryStore, senders: any SenderDirectory, configuration: Configuration = Configuration(), notices: any RevocationNotices,
         index: any SubscriptionIndexFollower, clock: any ServiceClock, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        counters: DeliveryCounters = DeliveryCounters(), feed: AttemptFeed = AttemptFeed(), logger: Logger
+        counters: DeliveryCounters = DeliveryCounters(), feed: AttemptFeed = AttemptFeed(), tenure: ClaimTenure = ClaimTenure(), logger: Logger
     ) {
+        self.tenure = tenure
         self.feed = feed
         self.store = store
         self.senders = senders
@@ -164,6 +170,25 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
 
     var stopping: Bool { Task.isCancelled || Task.isShuttingDownGracefully }
 
+    /// How often (milliseconds) a dispatcher whose claims are not certain looks again.
+    static let uncertainPoll: Int64 = 250
+
+    /// The claimed notifications not started yet are given back (their claims released once the
+    /// store answers: ``State/reconcile``), as when the tenure ended: another instance may have
+    /// taken them over.
+    func abandonUnstarted() {
+        let unsent = state.withLock { state -> Int in
+            let unsent = state.machine.unsent()
+            state.machine.settled(unsent.count)
+            state.held.subtract(unsent.map(\.id))
+            if !unsent.isEmpty { state.reconcile = true }
+            return unsent.count
+        }
+        if unsent > 0 {
+            logger.warning("this instance's claims are no longer certain (no heartbeat reached the store): sends not started are given back", metadata: ["count": "\(unsent)"])
+        }
+    }
+
     func loop(group: inout DiscardingTaskGroup) async {
         var failures = 0
         var lastStaleSweep = Int64.min
@@ -185,9 +210,16 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 await discardStale(now: lastStaleSweep)
             }
             let startAt = clock.now
-            start(state.withLock { $0.machine.startable(now: startAt) }, group: &group)
+            let certain = tenure.holds(at: startAt)
+            if certain {
+                start(state.withLock { $0.machine.startable(now: startAt) }, group: &group)
+            } else {
+                abandonUnstarted()
+            }
             let now = clock.now
-            let claim = state.withLock { $0.machine.claim(now: now, settling: pending?.decisions.count ?? 0) }
+            // Claims no longer certain (no heartbeat reached the store lately): nothing new is
+            // claimed until one does.
+            let claim = certain ? state.withLock { $0.machine.claim(now: now, settling: pending?.decisions.count ?? 0) } : .none
             var claimed: [StoredNotification] = []
             var nextDue: Int64?
             var limit: Int?
@@ -243,6 +275,20 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 }
             } else if let pending {
                 await store(pending)
+            }
+            // A claim answered late (the store was cut off meanwhile, and the others may have
+            // taken these notifications over): given back, not sent.
+            if !claimed.isEmpty, !tenure.holds(at: clock.now) {
+                state.withLock { state in
+                    state.held.subtract(claimed.map(\.id))
+                    state.reconcile = true
+                }
+                logger.warning("claims answered after this instance's tenure ended: released, not sent", metadata: ["count": "\(claimed.count)"])
+                claimed = []
+            }
+            if !certain || !tenure.holds(at: clock.now) {
+                await waitForWake(until: clock.now.saturatingAdding(Self.uncertainPoll))
+                continue
             }
             // Each notification's sender is found once, here, and travels with its send.
             let items = claimed.map { DispatchStateMachine.Claimed($0, sender: senders.sender(for: $0.entry)) }

@@ -103,13 +103,13 @@ final class DeliveryHarness: @unchecked Sendable {
         makeDispatcher(configuration: configuration)
     }
 
-    func makeDispatcher(configuration: Dispatcher.Configuration = .init(pauseProbe: 30_000), store: (any DeliveryStore)? = nil) {
+    func makeDispatcher(configuration: Dispatcher.Configuration = .init(pauseProbe: 30_000), store: (any DeliveryStore)? = nil, tenure: ClaimTenure = ClaimTenure()) {
         var logger = Logger(label: "delivery-test")
         logger.logLevel = .critical
         let random = random
         dispatcher = Dispatcher(
             store: store ?? self.store, senders: directory, configuration: configuration, notices: RevokeNotices(), index: Unfollowed(), clock: clock,
-            random: { random.value.withLock { $0 } }, counters: counters, logger: logger)
+            random: { random.value.withLock { $0 } }, counters: counters, tenure: tenure, logger: logger)
     }
 
     func start() {
@@ -257,4 +257,35 @@ final class RandomValue: Sendable {
 struct HarnessError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
+}
+
+/// The real SQLite store whose settlements wait while `closed` is set (a store cut off, its
+/// answers held in transit): every other operation goes through.
+final class SettlementsHeld: DeliveryStore {
+    let store: SQLiteStore
+    let closed = Mutex(true)
+    let waiting = Mutex(0)
+
+    init(_ store: SQLiteStore) { self.store = store }
+
+    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification] {
+        try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
+    }
+
+    func settle(_ settlements: [Settlement], attempts history: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
+        waiting.withLock { $0 += 1 }
+        defer { waiting.withLock { $0 -= 1 } }
+        while closed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+        return try await store.settle(settlements, attempts: history, claimant: claimant, now: now)
+    }
+
+    func nextDue(excluding: Set<SenderKey>) async throws -> Int64? { try await store.nextDue(excluding: excluding) }
+
+    func releaseClaims(claimant: String?) async throws -> Int { try await store.releaseClaims(claimant: claimant) }
+
+    func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int { try await store.releaseClaims(claimant: claimant, keeping: keeping) }
+
+    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64, keeping: Bool) async throws -> Int {
+        try await store.discardWaiting(for: sender, createdBefore: createdBefore, now: now, keeping: keeping)
+    }
 }

@@ -163,6 +163,51 @@ extension DispatcherTests {
         #expect(h.sends("fcm").count == 2, "nothing sent twice")
     }
 
+    @Test("several instances: a claim is sent only within the tenure its heartbeats give; past it, what was claimed and not started is given back, never sent late (issue 33: the partition test)")
+    func claimsSentOnlyWithinTenure() async throws {
+        let h = try await DeliveryHarness()
+        defer { Task { await h.close() } }
+        let store = SettlementsHeld(h.store)
+        let tenure = ClaimTenure(staleAfter: 5_000, margin: 1_000)
+        tenure.heartbeat(sentAt: h.clock.now)
+        // One send at a time for the application: the claimed notifications wait for the slot.
+        h.makeDispatcher(configuration: .init(perApp: 1, claimant: "node-2", pauseProbe: 30_000, releaseAllAtStart: false), store: store, tenure: tenure)
+        for token in ["t1", "t2", "t3"] { try await h.queue(try await h.subscribe(token: token)) }
+        h.start()
+        // The first answers are settled into a store that does not answer (cut off): the loop
+        // waits there, the last claimed notification still waiting for its slot.
+        try await h.eventually("a settlement held") { store.waiting.withLock { $0 } > 0 }
+        try await Task.sleep(for: .milliseconds(300))
+        let before = h.sends("fcm").count
+        #expect(before < 3, "the slot kept one waiting")
+        // No heartbeat for 10 s: the others have released this instance's claims and sent them.
+        h.clock.advance(by: .milliseconds(10_000))
+        store.closed.withLock { $0 = false }
+        try await h.eventually("the settlements stored") { store.waiting.withLock { $0 } == 0 }
+        try await Task.sleep(for: .milliseconds(500))
+        // Before: the waiting one was sent now, after the others had sent it (and what followed).
+        #expect(h.sends("fcm").count == before, "nothing started past the tenure")
+        // Given back once the store answers (at the dispatcher's next look, a quarter of a
+        // second later): another instance can claim what was not sent.
+        var taken = 0
+        try await h.eventually("given back", timeout: 20) {
+            if h.clock.sleeperCount > 0 { h.clock.advance(by: .milliseconds(250)) }
+            taken += try await h.store.claim(now: h.clock.now, limit: 10, claimant: "node-1", leaseUntil: h.clock.now + 60_000, excluding: []).count
+            return taken == 3 - before
+        }
+        #expect(h.sends("fcm").count == before, "still nothing sent past the tenure")
+        #expect(try await h.store.releaseClaims(claimant: "node-1") == 3 - before)
+        // A heartbeat again: the rest is claimed and sent, each notification once.
+        tenure.heartbeat(sentAt: h.clock.now)
+        h.dispatcher.nudge()
+        try await h.eventually("all sent", timeout: 20) {
+            if h.clock.sleeperCount > 0 { h.clock.advance(by: .milliseconds(250)) }
+            tenure.heartbeat(sentAt: h.clock.now)
+            return h.sends("fcm").count == 3
+        }
+        #expect(Set(h.sends("fcm").map(\.target)) == ["t1", "t2", "t3"])
+    }
+
     @Test("a claim that committed but whose answer was lost is released and sent, not left to its lease")
     func claimAnswerLost() async throws {
         let h = try await DeliveryHarness()

@@ -33,6 +33,9 @@ public final class LeaseKeeper: Service, Sendable {
     let changed: Wakeup
     /// Told after every round: claims of others may have expired or been released meanwhile.
     let outbox: any OutboxListener
+    /// Extended by every heartbeat written: the delivery worker's claims are surely its own
+    /// until then.
+    let tenure: ClaimTenure
     let clock: any ServiceClock
     /// What this instance publishes with its heartbeat for the others' operations overview
     /// (``InstanceReport``).
@@ -44,8 +47,9 @@ public final class LeaseKeeper: Service, Sendable {
 
     public init(
         store: any ClusterStore, instance: String, address: AdvertisedAddress, applications: [String], changed: Wakeup, outbox: any OutboxListener,
-        clock: any ServiceClock, report: @escaping @Sendable () -> [UInt8]? = { nil }, logger: Logger
+        tenure: ClaimTenure = ClaimTenure(), clock: any ServiceClock, report: @escaping @Sendable () -> [UInt8]? = { nil }, logger: Logger
     ) {
+        self.tenure = tenure
         self.report = report
         self.store = store
         self.instance = instance
@@ -83,7 +87,9 @@ public final class LeaseKeeper: Service, Sendable {
 
     /// One round: heartbeat, renew, balance.
     func round() async throws {
+        let sentAt = clock.now
         let now = try await store.heartbeat(instance: instance, address: address.current, report: report())
+        tenure.heartbeat(sentAt: sentAt)
         if retiring.load(ordering: .acquiring) { return }
         var leases = try await store.renewLeases(holder: instance, ttl: SharedInstances.leaseTTL)
         let alive = try await store.instances(within: SharedInstances.leaseTTL).map(\.name)

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import PushContracts
 import PushCore
 import PushEngine
 import PushStore
@@ -23,6 +24,9 @@ protocol Deployment: Sendable {
     /// Whether the delivery worker releases every claim at start (it alone sends) or only its
     /// own (others send beside it).
     var releasesEveryClaimAtStart: Bool { get }
+    /// Until when the delivery worker's claims are surely its own: for ever alone; while its
+    /// heartbeats reach the store among several (``ClaimTenure``).
+    var claimTenure: ClaimTenure { get }
     /// The name a source's checkpoint is filed under.
     func checkpointKey(_ source: String) -> String
     /// Where the REST API's rule checks find the trees: those this process holds, and, with

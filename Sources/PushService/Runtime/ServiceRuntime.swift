@@ -82,7 +82,8 @@ public struct ServiceRuntime: Sendable {
             let dispatcher = Dispatcher(
                 store: store, senders: senders.table, configuration: configuration.delivery.dispatcher(
                     claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart, keepsHistory: configuration.operations.history.isOn),
-                notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries, logger: logger)
+                notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries,
+                tenure: deployment.claimTenure, logger: logger)
             let stored = try await store.checkpoints()
             let trees = deployment.treeView(clock: clock)
             let parts = ServiceParts(

@@ -1,3 +1,4 @@
+import PushContracts
 import PushCore
 import PushEngine
 import PushStore
@@ -14,6 +15,10 @@ struct SharedDeployment: Deployment {
     /// `http.host:http.port` until the server listens.
     let configuredAddress: String
     let releasesEveryClaimAtStart = false
+    /// The others release this instance's claims once its heartbeat is older than
+    /// ``SharedInstances/staleAfter``: a send starts only within that of the last heartbeat
+    /// written, less a second.
+    let claimTenure = ClaimTenure(staleAfter: SharedInstances.staleAfter, margin: 1_000)
 
     init(store: any SharedStore, instance: String, machine: String, configuredAddress: String) {
         self.shared = store
@@ -32,12 +37,14 @@ struct SharedDeployment: Deployment {
 
     func processing(_ parts: ServiceParts) async throws -> Processing {
         try await SharedInstances.claimName(instance, store: shared)
+        let registering = parts.clock.now
         try await shared.registerStart(instance: instance, address: parts.address.current)
+        claimTenure.heartbeat(sentAt: registering)
         let wake = Wakeup()
         let outbox = SharedOutbox(store: shared, local: parts.delivery)
         let keeper = LeaseKeeper(
             store: shared, instance: instance, address: parts.address, applications: parts.applications.keys.sorted(), changed: wake,
-            outbox: parts.delivery, clock: parts.clock, report: parts.report, logger: parts.logger)
+            outbox: parts.delivery, tenure: claimTenure, clock: parts.clock, report: parts.report, logger: parts.logger)
         let engine = RecordEngine(
             settings: parts.settings, sealers: parts.sealers, registry: parts.registry, view: parts.view, configuration: parts.engineConfiguration,
             logger: parts.logger)

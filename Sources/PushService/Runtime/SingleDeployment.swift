@@ -1,4 +1,5 @@
 import Foundation
+import PushContracts
 import PushCore
 import PushEngine
 import PushStore
@@ -14,6 +15,7 @@ struct SingleDeployment: Deployment {
     /// PostgreSQL: what a queue file's checkpoint is filed under.
     let machine: String
     let releasesEveryClaimAtStart = true
+    let claimTenure = ClaimTenure()
     /// SQLite: the lock on the database file that keeps a second `run` off it.
     let lock: ProcessLock?
 
