@@ -23,13 +23,10 @@ final class WithNSLock: @unchecked Sendable {
 let useMutex = CommandLine.arguments.dropFirst().first != "nslock"
 let mutex = WithMutex()
 let nslock = WithNSLock()
-let group = DispatchGroup()
-for thread in 0..<4 {
-    DispatchQueue.global().async(group: group) {
-        for index in 0..<2_000 {
-            if useMutex { mutex.append(thread * 10_000 + index) } else { nslock.append(thread * 10_000 + index) }
-        }
+// Four threads at once (concurrentPerform), long enough to overlap.
+DispatchQueue.concurrentPerform(iterations: 4) { thread in
+    for index in 0..<100_000 {
+        if useMutex { mutex.append(thread * 1_000_000 + index) } else { nslock.append(thread * 1_000_000 + index) }
     }
 }
-group.wait()
 print(useMutex ? "Mutex: \(mutex.count) values" : "NSLock: \(nslock.count) values")
