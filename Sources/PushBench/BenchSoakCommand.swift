@@ -118,7 +118,9 @@ struct BenchSoak: AsyncParsableCommand {
             let (status, answer) = try await Self.request(client, base + "/datasync/v2/soak/subscriptions/user\(n)", body: body, token: try token("user\(n)"))
             guard status == 201 || status == 200 else { throw ValidationError("subscribing: \(status) \(answer)") }
         }
-        fakes.setStanding("webhook:slow", .slow(.seconds(15), then: .normal))
+        // Answered after the service's 10 s deadline, with a status of its own (504) so that
+        // the fake's counts tell these late answers apart (the service has given up on them).
+        fakes.setStanding("webhook:slow", .slow(.seconds(15), then: .status(504)))
         say("soak: \(bodies.count) subscriptions; \(rate) records/s for \(minutes) min")
 
         // The feeder: paced batches every 50 ms; the answers read and counted on a thread.
@@ -158,7 +160,7 @@ struct BenchSoak: AsyncParsableCommand {
                 sample.acked = answers.load(ordering: .relaxed)
                 let answered = fakes.answered
                 sample.fcm503 = answered["fcm/503"] ?? 0
-                sample.webhookTimeouts = answered["webhook/0"] ?? 0
+                sample.webhookTimeouts = answered["webhook/504"] ?? 0
                 sample.webpush429 = answered["webpush/429"] ?? 0
                 let rate = Double(sample.delivered - previous.delivered) / max(1, sample.seconds - previous.seconds)
                 let p99 = Self.percentile(0.99, now: sample.buckets, before: previous.buckets)
