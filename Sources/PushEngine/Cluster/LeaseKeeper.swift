@@ -72,24 +72,47 @@ public final class LeaseKeeper: Service, Sendable {
 
     /// Runs until the service stops; it is stopped last (after the delivery worker), so that its
     /// heartbeat keeps the claims of the last sends alive until they are answered.
+    ///
+    /// The heartbeat also beats on a timer of its own, beside the rounds: a round that takes
+    /// long (a slow link to the database, a takeover waiting on a lease row) must not let the
+    /// instance look dead to the others, nor let its delivery claims' tenure lapse.
     public func run() async throws {
-        while !Task.isCancelled && !Task.isShuttingDownGracefully {
-            do {
-                try await round()
-            } catch {
-                logger.error("application leases could not be renewed", metadata: ["error": "\(error)"])
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.beat() }
+            while !Task.isCancelled && !Task.isShuttingDownGracefully {
+                do {
+                    try await round()
+                } catch {
+                    logger.error("application leases could not be renewed", metadata: ["error": "\(error)"])
+                }
+                guard await pause(SharedInstances.round, on: clock) else { break }
             }
-            guard await pause(SharedInstances.round, on: clock) else { break }
+            await releaseAll()
+            // No heartbeat after this instance is forgotten (a heartbeat would write it back).
+            group.cancelAll()
         }
-        await releaseAll()
         try? await store.forget(instance: instance)
+    }
+
+    /// A heartbeat every round, whatever the rounds do (each extends the claims' tenure).
+    func beat() async {
+        while await pause(SharedInstances.round, on: clock), !Task.isCancelled {
+            try? await heartbeat()
+        }
+    }
+
+    /// Writes the heartbeat (with this instance's report); returns the database's time.
+    @discardableResult
+    func heartbeat() async throws -> Int64 {
+        let sentAt = clock.now
+        let now = try await store.heartbeat(instance: instance, address: address.current, report: report())
+        tenure.heartbeat(sentAt: sentAt)
+        return now
     }
 
     /// One round: heartbeat, renew, balance.
     func round() async throws {
-        let sentAt = clock.now
-        let now = try await store.heartbeat(instance: instance, address: address.current, report: report())
-        tenure.heartbeat(sentAt: sentAt)
+        let now = try await heartbeat()
         if retiring.load(ordering: .acquiring) { return }
         var leases = try await store.renewLeases(holder: instance, ttl: SharedInstances.leaseTTL)
         let alive = try await store.instances(within: SharedInstances.leaseTTL).map(\.name)
