@@ -176,14 +176,21 @@ final class DeliveryHarness: @unchecked Sendable {
     func outbox() async throws -> [StoredNotification] { try await store.notifications(limit: 1000) }
 }
 
-/// The real SQLite store whose settlements fail while `failing` is set (the database away):
+/// The real SQLite store whose settlements fail while `failing` is set (the database away), or,
+/// when `holding`, wait until it is cleared (a store cut off, its answers held in transit):
 /// every other operation goes through.
 final class SettlementsFailing: DeliveryStore {
     let store: SQLiteStore
+    let holding: Bool
     let failing = Mutex(true)
     let attempts = Mutex(0)
+    /// Settlements waiting now (`holding`).
+    let waiting = Mutex(0)
 
-    init(_ store: SQLiteStore) { self.store = store }
+    init(_ store: SQLiteStore, holding: Bool = false) {
+        self.store = store
+        self.holding = holding
+    }
 
     func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification] {
         try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
@@ -191,7 +198,13 @@ final class SettlementsFailing: DeliveryStore {
 
     func settle(_ settlements: [Settlement], attempts history: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
         attempts.withLock { $0 += 1 }
-        if failing.withLock({ $0 }) { throw StoreError.unavailable("the test's database is away") }
+        if holding {
+            waiting.withLock { $0 += 1 }
+            defer { waiting.withLock { $0 -= 1 } }
+            while failing.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
+        } else if failing.withLock({ $0 }) {
+            throw StoreError.unavailable("the test's database is away")
+        }
         return try await store.settle(settlements, attempts: history, claimant: claimant, now: now)
     }
 
@@ -257,35 +270,4 @@ final class RandomValue: Sendable {
 struct HarnessError: Error, CustomStringConvertible {
     var description: String
     init(_ description: String) { self.description = description }
-}
-
-/// The real SQLite store whose settlements wait while `closed` is set (a store cut off, its
-/// answers held in transit): every other operation goes through.
-final class SettlementsHeld: DeliveryStore {
-    let store: SQLiteStore
-    let closed = Mutex(true)
-    let waiting = Mutex(0)
-
-    init(_ store: SQLiteStore) { self.store = store }
-
-    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification] {
-        try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
-    }
-
-    func settle(_ settlements: [Settlement], attempts history: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
-        waiting.withLock { $0 += 1 }
-        defer { waiting.withLock { $0 -= 1 } }
-        while closed.withLock({ $0 }) { try await Task.sleep(for: .milliseconds(5)) }
-        return try await store.settle(settlements, attempts: history, claimant: claimant, now: now)
-    }
-
-    func nextDue(excluding: Set<SenderKey>) async throws -> Int64? { try await store.nextDue(excluding: excluding) }
-
-    func releaseClaims(claimant: String?) async throws -> Int { try await store.releaseClaims(claimant: claimant) }
-
-    func releaseClaims(claimant: String, keeping: Set<Int64>) async throws -> Int { try await store.releaseClaims(claimant: claimant, keeping: keeping) }
-
-    func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64, keeping: Bool) async throws -> Int {
-        try await store.discardWaiting(for: sender, createdBefore: createdBefore, now: now, keeping: keeping)
-    }
 }

@@ -167,7 +167,7 @@ extension DispatcherTests {
     func claimsSentOnlyWithinTenure() async throws {
         let h = try await DeliveryHarness()
         defer { Task { await h.close() } }
-        let store = SettlementsHeld(h.store)
+        let store = SettlementsFailing(h.store, holding: true)
         let tenure = ClaimTenure(staleAfter: 5_000, margin: 1_000)
         tenure.heartbeat(sentAt: h.clock.now)
         // One send at a time for the application: the claimed notifications wait for the slot.
@@ -182,7 +182,7 @@ extension DispatcherTests {
         #expect(before < 3, "the slot kept one waiting")
         // No heartbeat for 10 s: the others have released this instance's claims and sent them.
         h.clock.advance(by: .milliseconds(10_000))
-        store.closed.withLock { $0 = false }
+        store.failing.withLock { $0 = false }
         try await h.eventually("the settlements stored") { store.waiting.withLock { $0 } == 0 }
         try await Task.sleep(for: .milliseconds(500))
         // Before: the waiting one was sent now, after the others had sent it (and what followed).
