@@ -105,11 +105,15 @@ struct PostgresClusterTests {
         let value = Atomic<Bool>(false)
     }
 
-    /// A fenced transaction of `store` under `fence`, held open after its check: silent
-    /// (`sleeping`: its client sends nothing more, as when its link is cut) or busy in a
-    /// statement of `busySeconds`.
-    func holdFenced(_ store: PostgresStore, _ fence: LeaseFence, busySeconds: Int? = nil, checked: Flag) -> Task<Void, any Error> {
-        Task {
+    /// node-1 takes toto's lease for 300 ms on `store` and opens a fenced transaction under it,
+    /// held open after its check: silent (its client sends nothing more, as when its link is
+    /// cut) or busy in a statement of `busySeconds`. Returns once the lease has expired, its row
+    /// still locked.
+    func holdExpiredLease(_ store: PostgresStore, busySeconds: Int? = nil) async throws -> (token: Int64, holder: Task<Void, any Error>) {
+        let token = try #require(try await store.acquireLease(app: "toto", holder: "node-1", ttl: 300))
+        let fence = LeaseFence(app: "toto", token: token, holder: "node-1", consumed: [])
+        let checked = Flag()
+        let holder = Task {
             try await store.transaction(writerLock: false) { session in
                 try await store.check(fence, session)
                 checked.value.store(true, ordering: .releasing)
@@ -120,18 +124,17 @@ struct PostgresClusterTests {
                 }
             }
         }
+        while !checked.value.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(20)) }
+        try await Task.sleep(for: .milliseconds(400))
+        return (token, holder)
     }
 
     @Test("a fenced commit whose instance went silent mid-transaction is ended by the server: another instance takes the application over, and no takeover waits behind it (issue 33: the partition test's freeze)")
     func silentCommitEnded() async throws {
         let (a, b) = try await two()
         defer { a.close(); b.close() }
-        let token = try #require(try await a.acquireLease(app: "toto", holder: "node-1", ttl: 300))
-        let checked = Flag()
-        let holder = holdFenced(a, LeaseFence(app: "toto", token: token, holder: "node-1", consumed: []), checked: checked)
+        let (token, holder) = try await holdExpiredLease(a)
         defer { holder.cancel() }
-        while !checked.value.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(20)) }
-        try await Task.sleep(for: .milliseconds(400))  // the lease has expired; its row is still locked
         let start = ContinuousClock.now
         var slowest = Duration.zero
         var taken: Int64?
@@ -155,11 +158,7 @@ struct PostgresClusterTests {
     func takeoverDoesNotWaitForARunningCommit() async throws {
         let (a, b) = try await two()
         defer { a.close(); b.close() }
-        let token = try #require(try await a.acquireLease(app: "toto", holder: "node-1", ttl: 300))
-        let checked = Flag()
-        let holder = holdFenced(a, LeaseFence(app: "toto", token: token, holder: "node-1", consumed: []), busySeconds: 6, checked: checked)
-        while !checked.value.load(ordering: .acquiring) { try await Task.sleep(for: .milliseconds(20)) }
-        try await Task.sleep(for: .milliseconds(400))
+        let (token, holder) = try await holdExpiredLease(a, busySeconds: 6)
         let attempt = ContinuousClock.now
         #expect(try await b.acquireLease(app: "toto", holder: "node-2", ttl: 60_000) == nil)
         let took = ContinuousClock.now - attempt
