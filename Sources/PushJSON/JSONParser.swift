@@ -80,7 +80,7 @@ public struct JSONParser {
         guard position < input.count else {
             throw fail("empty input; expected a JSON value")
         }
-        let value = try parseValue(depth: 0)
+        let value = try parseValue()
         skipWhitespace()
         if position < input.count {
             throw fail("unexpected \(describeByte(at: position)) after the JSON value; expected the end of the input")
@@ -119,32 +119,129 @@ public struct JSONParser {
 
     // MARK: - Values
 
-    mutating func parseValue(depth: Int) throws(JSONParseError) -> JSON {
-        guard position < input.count else {
-            throw fail("unexpected end of input; expected a JSON value")
+    /// An array or object being parsed: the parser keeps them on a stack of its own, not on
+    /// the thread's, so a document's nesting does not decide how much of the thread's stack it
+    /// uses (issue 33: a recursive parser overflowed a worker thread's stack at depth 1024
+    /// under AddressSanitizer).
+    struct Container {
+        /// Where the `{` or `[` is.
+        let open: Int
+        /// Where its members or elements start on `memberStack` or `elementStack`.
+        let base: Int
+        let isObject: Bool
+        /// Whether the members so far arrived in key order (then no sort is needed).
+        var inOrder = true
+        /// The member's key whose value is being parsed, and its raw bytes when unescaped.
+        var key = Key("")
+        var raw: UnsafeBufferPointer<UInt8>?
+        /// The previous member's key, to check the order.
+        var previousKey: Key?
+        var previousRaw: UnsafeBufferPointer<UInt8>?
+
+        init(open: Int, base: Int, isObject: Bool) {
+            self.open = open
+            self.base = base
+            self.isObject = isObject
         }
-        switch input[position] {
-        case UInt8(ascii: "{"):
-            return try parseObject(depth: depth + 1)
-        case UInt8(ascii: "["):
-            return try parseArray(depth: depth + 1)
-        case UInt8(ascii: "\""):
-            return .string(try parseString())
-        case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
-            return try parseNumber()
-        case UInt8(ascii: "t"):
-            try expectLiteral("true")
-            return .bool(true)
-        case UInt8(ascii: "f"):
-            try expectLiteral("false")
-            return .bool(false)
-        case UInt8(ascii: "n"):
-            try expectLiteral("null")
-            return .null
-        default:
-            throw fail(
-                "unexpected \(describeByte(at: position)); expected a JSON value (object, array, string, number, true, false or null)"
-            )
+    }
+
+    /// Parses the value at `position` (white space skipped), nested arrays and objects included,
+    /// with a loop: down into each container that opens, up out of each one that closes.
+    mutating func parseValue() throws(JSONParseError) -> JSON {
+        var containers = ContiguousArray<Container>()
+        var value: JSON
+        descend: while true {
+            guard position < input.count else {
+                throw fail("unexpected end of input; expected a JSON value")
+            }
+            switch input[position] {
+            case UInt8(ascii: "{"):
+                if containers.count >= JSONParser.maxDepth {
+                    throw fail("nesting deeper than \(JSONParser.maxDepth) levels")
+                }
+                let open = position
+                position += 1
+                skipWhitespace()
+                if position < input.count && input[position] == UInt8(ascii: "}") {
+                    position += 1
+                    value = .object(JSONObject())
+                } else {
+                    var container = Container(open: open, base: memberStack.count, isObject: true)
+                    try parseMemberKey(of: &container)
+                    containers.append(container)
+                    continue descend
+                }
+            case UInt8(ascii: "["):
+                if containers.count >= JSONParser.maxDepth {
+                    throw fail("nesting deeper than \(JSONParser.maxDepth) levels")
+                }
+                let open = position
+                position += 1
+                skipWhitespace()
+                if position < input.count && input[position] == UInt8(ascii: "]") {
+                    position += 1
+                    value = .array([])
+                } else {
+                    containers.append(Container(open: open, base: elementStack.count, isObject: false))
+                    continue descend
+                }
+            case UInt8(ascii: "\""):
+                value = .string(try parseString())
+            case UInt8(ascii: "-"), UInt8(ascii: "0")...UInt8(ascii: "9"):
+                value = try parseNumber()
+            case UInt8(ascii: "t"):
+                try expectLiteral("true")
+                value = .bool(true)
+            case UInt8(ascii: "f"):
+                try expectLiteral("false")
+                value = .bool(false)
+            case UInt8(ascii: "n"):
+                try expectLiteral("null")
+                value = .null
+            default:
+                throw fail(
+                    "unexpected \(describeByte(at: position)); expected a JSON value (object, array, string, number, true, false or null)"
+                )
+            }
+            // Up: the value completes a member or an element of the innermost container; each
+            // container it closes is a value for the one around it.
+            while let last = containers.indices.last {
+                if containers[last].isObject {
+                    addMember(value, to: &containers[last])
+                } else {
+                    elementStack.push(value)
+                }
+                skipWhitespace()
+                let open = containers[last].open
+                guard position < input.count else {
+                    throw containers[last].isObject
+                        ? fail("unexpected end of input in the object opened at byte \(open); expected ',' or '}'")
+                        : fail("unexpected end of input in the array opened at byte \(open); expected ',' or ']'")
+                }
+                let byte = input[position]
+                position += 1
+                if containers[last].isObject {
+                    if byte == UInt8(ascii: ",") {
+                        skipWhitespace()
+                        try parseMemberKey(of: &containers[last])
+                        continue descend
+                    }
+                    guard byte == UInt8(ascii: "}") else {
+                        throw fail("unexpected \(describeByte(at: position - 1)); expected ',' or '}' after an object member", at: position - 1)
+                    }
+                    value = try finishObject(containers.removeLast())
+                } else {
+                    if byte == UInt8(ascii: ",") {
+                        skipWhitespace()
+                        continue descend
+                    }
+                    guard byte == UInt8(ascii: "]") else {
+                        throw fail("unexpected \(describeByte(at: position - 1)); expected ',' or ']' after an array element", at: position - 1)
+                    }
+                    value = .array(elementStack.popArray(from: containers.removeLast().base))
+                }
+            }
+            return value
         }
     }
 
@@ -162,107 +259,55 @@ public struct JSONParser {
         position += count
     }
 
-    mutating func parseObject(depth: Int) throws(JSONParseError) -> JSON {
-        let open = position
-        if depth > JSONParser.maxDepth {
-            throw fail("nesting deeper than \(JSONParser.maxDepth) levels")
+    /// Reads a member's key and its `:` into `container`; leaves `position` at the value.
+    mutating func parseMemberKey(of container: inout Container) throws(JSONParseError) {
+        guard position < input.count else {
+            throw fail("unexpected end of input in the object opened at byte \(container.open); expected a string key")
         }
-        position += 1  // {
+        guard input[position] == UInt8(ascii: "\"") else {
+            throw fail("unexpected \(describeByte(at: position)); expected a string key in double quotes")
+        }
+        container.key = Key(try parseString())
+        container.raw = lastStringEscaped
+            ? nil : UnsafeBufferPointer(rebasing: input[lastStringStart..<(position - 1)])
         skipWhitespace()
-        let base = memberStack.count
-        if position < input.count && input[position] == UInt8(ascii: "}") {
-            position += 1
-            return .object(JSONObject())
+        guard position < input.count, input[position] == UInt8(ascii: ":") else {
+            throw fail("unexpected \(describeByte(at: position)); expected ':' after the object key")
         }
-        var inOrder = true
-        // The previous key, to check that members arrive in key order (then no sort is needed).
-        var previousKey: Key?
-        var previousRaw: UnsafeBufferPointer<UInt8>?
-        while true {
-            guard position < input.count else {
-                throw fail("unexpected end of input in the object opened at byte \(open); expected a string key")
+        position += 1
+        skipWhitespace()
+    }
+
+    /// Puts the member whose key `container` holds, with `value`, on the member stack.
+    mutating func addMember(_ value: JSON, to container: inout Container) {
+        if container.inOrder, let previous = container.previousKey {
+            let order: Int
+            if let raw = container.raw, let previousRaw = container.previousRaw {
+                order = Key.compareBytes(previousRaw, raw)
+            } else {
+                order = Key.compare(previous, container.key)
             }
-            guard input[position] == UInt8(ascii: "\"") else {
-                throw fail("unexpected \(describeByte(at: position)); expected a string key in double quotes")
-            }
-            let key = Key(try parseString())
-            let raw = lastStringEscaped
-                ? nil : UnsafeBufferPointer(rebasing: input[lastStringStart..<(position - 1)])
-            skipWhitespace()
-            guard position < input.count, input[position] == UInt8(ascii: ":") else {
-                throw fail("unexpected \(describeByte(at: position)); expected ':' after the object key")
-            }
-            position += 1
-            skipWhitespace()
-            let value = try parseValue(depth: depth)
-            if inOrder, let previous = previousKey {
-                let order: Int
-                if let raw, let previousRaw {
-                    order = Key.compareBytes(previousRaw, raw)
-                } else {
-                    order = Key.compare(previous, key)
-                }
-                if order >= 0 { inOrder = false }
-            }
-            previousKey = key
-            previousRaw = raw
-            memberStack.push(JSONObject.Member(key, value))
-            skipWhitespace()
-            guard position < input.count else {
-                throw fail("unexpected end of input in the object opened at byte \(open); expected ',' or '}'")
-            }
-            let byte = input[position]
-            position += 1
-            if byte == UInt8(ascii: ",") {
-                skipWhitespace()
-                continue
-            }
-            if byte == UInt8(ascii: "}") { break }
-            throw fail("unexpected \(describeByte(at: position - 1)); expected ',' or '}' after an object member", at: position - 1)
+            if order >= 0 { container.inOrder = false }
         }
-        var entries = memberStack.popContiguous(from: base)
-        if !inOrder {
+        container.previousKey = container.key
+        container.previousRaw = container.raw
+        memberStack.push(JSONObject.Member(container.key, value))
+    }
+
+    /// The object of `container`'s members (sorted when they did not arrive in key order).
+    mutating func finishObject(_ container: Container) throws(JSONParseError) -> JSON {
+        var entries = memberStack.popContiguous(from: container.base)
+        if !container.inOrder {
             if rejectDuplicateKeys {
                 var seen = Set<Key>(minimumCapacity: entries.count)
                 for entry in entries where !seen.insert(entry.key).inserted {
                     var shown = String(entry.key.string.unicodeScalars.prefix(64).map { $0.properties.generalCategory == .control ? "?" : Character($0) })
                     if entry.key.string.unicodeScalars.count > 64 { shown += "…" }
-                    throw fail("the object opened at byte \(open) repeats the key \"\(shown)\"; expected each key once", at: open)
+                    throw fail("the object opened at byte \(container.open) repeats the key \"\(shown)\"; expected each key once", at: container.open)
                 }
             }
             JSONObject.sortRemovingDuplicates(&entries)
         }
         return .object(JSONObject(root: BTreeNode.build(entries)))
-    }
-
-    mutating func parseArray(depth: Int) throws(JSONParseError) -> JSON {
-        let open = position
-        if depth > JSONParser.maxDepth {
-            throw fail("nesting deeper than \(JSONParser.maxDepth) levels")
-        }
-        position += 1  // [
-        skipWhitespace()
-        let base = elementStack.count
-        if position < input.count && input[position] == UInt8(ascii: "]") {
-            position += 1
-            return .array([])
-        }
-        while true {
-            let value = try parseValue(depth: depth)
-            elementStack.push(value)
-            skipWhitespace()
-            guard position < input.count else {
-                throw fail("unexpected end of input in the array opened at byte \(open); expected ',' or ']'")
-            }
-            let byte = input[position]
-            position += 1
-            if byte == UInt8(ascii: ",") {
-                skipWhitespace()
-                continue
-            }
-            if byte == UInt8(ascii: "]") { break }
-            throw fail("unexpected \(describeByte(at: position - 1)); expected ',' or ']' after an array element", at: position - 1)
-        }
-        return .array(elementStack.popArray(from: base))
     }
 }

@@ -1,3 +1,4 @@
+import PushTestSupport
 import Testing
 @testable import PushJSON
 
@@ -114,6 +115,79 @@ struct JSONParserTests {
         #expect(throws: JSONParseError.self) { try JSONParser.parse(deep) }
         let deepObject = String(repeating: "{\"a\":", count: JSONParser.maxDepth + 1) + "1" + String(repeating: "}", count: JSONParser.maxDepth + 1)
         #expect(throws: JSONParseError.self) { try JSONParser.parse(deepObject) }
+    }
+
+    /// The deepest documents accepted: arrays, objects (members out of key order, so each is
+    /// sorted) and the two alternating, `maxDepth` levels each.
+    static func deepest() -> [String] {
+        let depth = JSONParser.maxDepth
+        return [
+            String(repeating: "[", count: depth) + String(repeating: "]", count: depth),
+            String(repeating: #"{"b":true,"a":"#, count: depth) + "1" + String(repeating: "}", count: depth),
+            String(repeating: #"[0,{"k":"#, count: depth / 2) + "null" + String(repeating: "}]", count: depth / 2),
+        ]
+    }
+
+    /// How deep a value nests, counted without recursion.
+    static func depth(of value: JSON) -> Int {
+        var deepest = 0
+        var pending = [(value, 0)]
+        while let (value, depth) = pending.popLast() {
+            switch value {
+            case .array(let elements):
+                deepest = max(deepest, depth + 1)
+                pending += elements.map { ($0, depth + 1) }
+            case .object(let object):
+                deepest = max(deepest, depth + 1)
+                pending += object.map { ($0.value, depth + 1) }
+            default:
+                deepest = max(deepest, depth)
+            }
+        }
+        return deepest
+    }
+
+    @Test("the parser keeps its nesting on the heap: the deepest documents parse on a 64 KiB thread stack, and one level more is refused there")
+    func deepestOnSmallStack() async throws {
+        // A recursive parser needs several hundred KiB of stack for these in a debug build,
+        // and overflowed an 8 MiB worker thread's stack under AddressSanitizer (issue 33).
+        let results = await runOnThread(stackSize: 64 * 1024) {
+            (Self.deepest() + Self.deepest().map { "[" + $0 + "]" }).map { document in
+                Result { () throws(JSONParseError) in try JSONParser.parse(document) }
+            }
+        }
+        // Checked and freed here, on a worker thread's full stack.
+        let accepted = results.prefix(3)
+        for result in accepted {
+            #expect(try Self.depth(of: result.get()) == JSONParser.maxDepth)
+        }
+        #expect(try accepted[1].get().description.hasPrefix(#"{"a":{"a":"#))
+        for result in results.dropFirst(3) {
+            guard case .failure(let error) = result else {
+                Issue.record("a document \(JSONParser.maxDepth + 1) levels deep was accepted")
+                continue
+            }
+            #expect(error.reason == "nesting deeper than \(JSONParser.maxDepth) levels")
+        }
+        // The refusal points at the container one level too deep.
+        guard case .failure(let error) = results[3] else { return }
+        #expect(error.offset == JSONParser.maxDepth)
+    }
+
+    @Test("a document at the depth limit parses, serialises, compares and is freed within 4 MiB of stack")
+    func deepestRoundTripOnStack() async throws {
+        // The writer, equality and freeing still recurse, one frame or two per level: in a
+        // debug build the writer needs about 1.5 KiB a level. 4 MiB is half the stack of a
+        // worker thread under the default `ulimit -s` (docs/testing.md, "Stack depth").
+        let outcomes = await runOnThread(stackSize: 4 << 20) {
+            Self.deepest().map { document -> Bool in
+                guard let value = try? JSONParser.parse(document),
+                    let again = try? JSONParser.parse(value.description)
+                else { return false }
+                return value == again && Self.depth(of: again) == JSONParser.maxDepth
+            }
+        }
+        #expect(outcomes == [true, true, true])
     }
 
     @Test("large objects parse into a balanced tree in key order")
