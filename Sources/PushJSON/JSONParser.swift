@@ -56,6 +56,10 @@ public struct JSONParser {
     var memberStack = ScratchStack<JSONObject.Member>(capacity: 32)
     /// Elements of the arrays being parsed, innermost last.
     var elementStack = ScratchStack<JSON>(capacity: 16)
+    /// The arrays and objects being parsed, innermost last.
+    var containers = ScratchStack<Container>(capacity: 8)
+    /// The keys of the members whose values are being parsed, innermost last.
+    var pendingKeys = ScratchStack<Key>(capacity: 8)
     /// Bytes of a string with escapes, being decoded.
     @usableFromInline var stringScratch = ContiguousArray<UInt8>()
     /// Where the contents of the last string parsed start in the input, and whether it had
@@ -73,6 +77,8 @@ public struct JSONParser {
     func release() {
         memberStack.release()
         elementStack.release()
+        containers.release()
+        pendingKeys.release()
     }
 
     mutating func parseDocument() throws(JSONParseError) -> JSON {
@@ -119,10 +125,11 @@ public struct JSONParser {
 
     // MARK: - Values
 
-    /// An array or object being parsed: the parser keeps them on a stack of its own, not on
+    /// An array or object being parsed. The parser keeps them on a stack of its own, not on
     /// the thread's, so a document's nesting does not decide how much of the thread's stack it
-    /// uses (issue 33: a recursive parser overflowed a worker thread's stack at depth 1024
-    /// under AddressSanitizer).
+    /// uses (issue 33: the recursive parser overflowed a worker thread's stack at depth 1024
+    /// under AddressSanitizer). Plain data: the key of the member being parsed waits on
+    /// `pendingKeys` until its value is complete.
     struct Container {
         /// Where the `{` or `[` is.
         let open: Int
@@ -131,12 +138,9 @@ public struct JSONParser {
         let isObject: Bool
         /// Whether the members so far arrived in key order (then no sort is needed).
         var inOrder = true
-        /// The member's key whose value is being parsed, and its raw bytes when unescaped.
-        var key = Key("")
-        var raw: UnsafeBufferPointer<UInt8>?
-        /// The previous member's key, to check the order.
-        var previousKey: Key?
-        var previousRaw: UnsafeBufferPointer<UInt8>?
+        /// The raw bytes of the last key read, when it had no escapes: to check the order
+        /// without decoding.
+        var lastRaw: UnsafeBufferPointer<UInt8>?
 
         init(open: Int, base: Int, isObject: Bool) {
             self.open = open
@@ -148,7 +152,6 @@ public struct JSONParser {
     /// Parses the value at `position` (white space skipped), nested arrays and objects included,
     /// with a loop: down into each container that opens, up out of each one that closes.
     mutating func parseValue() throws(JSONParseError) -> JSON {
-        var containers = ContiguousArray<Container>()
         var value: JSON
         descend: while true {
             guard position < input.count else {
@@ -168,7 +171,7 @@ public struct JSONParser {
                 } else {
                     var container = Container(open: open, base: memberStack.count, isObject: true)
                     try parseMemberKey(of: &container)
-                    containers.append(container)
+                    containers.push(container)
                     continue descend
                 }
             case UInt8(ascii: "["):
@@ -182,7 +185,7 @@ public struct JSONParser {
                     position += 1
                     value = .array([])
                 } else {
-                    containers.append(Container(open: open, base: elementStack.count, isObject: false))
+                    containers.push(Container(open: open, base: elementStack.count, isObject: false))
                     continue descend
                 }
             case UInt8(ascii: "\""):
@@ -205,31 +208,33 @@ public struct JSONParser {
             }
             // Up: the value completes a member or an element of the innermost container; each
             // container it closes is a value for the one around it.
-            while let last = containers.indices.last {
-                if containers[last].isObject {
-                    addMember(value, to: &containers[last])
+            while containers.count > 0 {
+                let container = containers.last
+                if container.isObject {
+                    memberStack.push(JSONObject.Member(pendingKeys.popLast(), value))
                 } else {
                     elementStack.push(value)
                 }
                 skipWhitespace()
-                let open = containers[last].open
                 guard position < input.count else {
-                    throw containers[last].isObject
-                        ? fail("unexpected end of input in the object opened at byte \(open); expected ',' or '}'")
-                        : fail("unexpected end of input in the array opened at byte \(open); expected ',' or ']'")
+                    throw container.isObject
+                        ? fail("unexpected end of input in the object opened at byte \(container.open); expected ',' or '}'")
+                        : fail("unexpected end of input in the array opened at byte \(container.open); expected ',' or ']'")
                 }
                 let byte = input[position]
                 position += 1
-                if containers[last].isObject {
+                if container.isObject {
                     if byte == UInt8(ascii: ",") {
                         skipWhitespace()
-                        try parseMemberKey(of: &containers[last])
+                        var object = containers.popLast()
+                        try parseMemberKey(of: &object)
+                        containers.push(object)
                         continue descend
                     }
                     guard byte == UInt8(ascii: "}") else {
                         throw fail("unexpected \(describeByte(at: position - 1)); expected ',' or '}' after an object member", at: position - 1)
                     }
-                    value = try finishObject(containers.removeLast())
+                    value = try finishObject(containers.popLast())
                 } else {
                     if byte == UInt8(ascii: ",") {
                         skipWhitespace()
@@ -238,7 +243,7 @@ public struct JSONParser {
                     guard byte == UInt8(ascii: "]") else {
                         throw fail("unexpected \(describeByte(at: position - 1)); expected ',' or ']' after an array element", at: position - 1)
                     }
-                    value = .array(elementStack.popArray(from: containers.removeLast().base))
+                    value = .array(elementStack.popArray(from: containers.popLast().base))
                 }
             }
             return value
@@ -259,7 +264,8 @@ public struct JSONParser {
         position += count
     }
 
-    /// Reads a member's key and its `:` into `container`; leaves `position` at the value.
+    /// Reads a member's key and its `:`, and puts the key on `pendingKeys` to wait for its
+    /// value; leaves `position` at the value.
     mutating func parseMemberKey(of container: inout Container) throws(JSONParseError) {
         guard position < input.count else {
             throw fail("unexpected end of input in the object opened at byte \(container.open); expected a string key")
@@ -267,31 +273,27 @@ public struct JSONParser {
         guard input[position] == UInt8(ascii: "\"") else {
             throw fail("unexpected \(describeByte(at: position)); expected a string key in double quotes")
         }
-        container.key = Key(try parseString())
-        container.raw = lastStringEscaped
+        let key = Key(try parseString())
+        let raw = lastStringEscaped
             ? nil : UnsafeBufferPointer(rebasing: input[lastStringStart..<(position - 1)])
+        if container.inOrder && memberStack.count > container.base {
+            // After the first member: is this key after the previous one?
+            let order: Int
+            if let raw, let previousRaw = container.lastRaw {
+                order = Key.compareBytes(previousRaw, raw)
+            } else {
+                order = Key.compare(memberStack.last.key, key)
+            }
+            if order >= 0 { container.inOrder = false }
+        }
+        container.lastRaw = raw
+        pendingKeys.push(key)
         skipWhitespace()
         guard position < input.count, input[position] == UInt8(ascii: ":") else {
             throw fail("unexpected \(describeByte(at: position)); expected ':' after the object key")
         }
         position += 1
         skipWhitespace()
-    }
-
-    /// Puts the member whose key `container` holds, with `value`, on the member stack.
-    mutating func addMember(_ value: JSON, to container: inout Container) {
-        if container.inOrder, let previous = container.previousKey {
-            let order: Int
-            if let raw = container.raw, let previousRaw = container.previousRaw {
-                order = Key.compareBytes(previousRaw, raw)
-            } else {
-                order = Key.compare(previous, container.key)
-            }
-            if order >= 0 { container.inOrder = false }
-        }
-        container.previousKey = container.key
-        container.previousRaw = container.raw
-        memberStack.push(JSONObject.Member(container.key, value))
     }
 
     /// The object of `container`'s members (sorted when they did not arrive in key order).

@@ -17,6 +17,19 @@ struct ScratchStack<Element> {
         count += 1
     }
 
+    /// The top element, in place.
+    var last: Element {
+        @inline(__always) get { base[count - 1] }
+        @inline(__always) _modify { yield &base[count - 1] }
+    }
+
+    /// Moves the top element out.
+    @inline(__always)
+    mutating func popLast() -> Element {
+        count -= 1
+        return (base + count).move()
+    }
+
     private mutating func grow() {
         let newCapacity = capacity * 2
         let newBase = UnsafeMutablePointer<Element>.allocate(capacity: newCapacity)
