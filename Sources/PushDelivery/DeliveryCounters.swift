@@ -10,6 +10,7 @@ public final class DeliveryCounters: Sendable {
     struct State {
         var outcomes: [String: Int] = [:]
         var retries: [String: Int] = [:]
+        var paced: [String: Int] = [:]
         var resends: [String: Int] = [:]
         /// Minute (since the epoch) → `provider/outcome` → count.
         var minutes: [Int64: [String: Int]] = [:]
@@ -43,6 +44,15 @@ public final class DeliveryCounters: Sendable {
         state.withLock { $0.retries[provider, default: 0] += 1 }
         metrics.increment("pushdispatch_retries_total", [("provider", provider)])
     }
+
+    /// A quota answer (429) to a paced sender: `pushdispatch_pacing_refusals_total{provider}`.
+    func paced(provider: String) {
+        state.withLock { $0.paced[provider, default: 0] += 1 }
+        metrics.increment("pushdispatch_pacing_refusals_total", [("provider", provider)])
+    }
+
+    /// Quota answers (429) to `provider`'s paced senders.
+    public func pacingRefusals(provider: String) -> Int { state.withLock { $0.paced[provider] ?? 0 } }
 
     /// A provider's answer to a notification committed at `committedAt` (milliseconds).
     func answered(provider: String, committedAt: Int64, at: Int64) {

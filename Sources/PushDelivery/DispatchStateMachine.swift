@@ -39,11 +39,14 @@ public struct DispatchStateMachine: Sendable {
         public var claimBatch: Int
         /// How long a paused sender waits before it is tried again (milliseconds).
         public var pauseProbe: Int64
+        /// The senders' rate budgets (none: nothing is paced).
+        public var pacing: PacingTable
 
         public init(
             retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, perDestination: Int? = nil, maximumInFlight: Int = 1_024,
-            claimBatch: Int = 512, pauseProbe: Int64 = 30_000
+            claimBatch: Int = 512, pauseProbe: Int64 = 30_000, pacing: PacingTable = .none
         ) {
+            self.pacing = pacing
             self.retry = retry
             self.perProvider = max(1, perProvider)
             self.perApp = max(1, perApp)
@@ -161,6 +164,10 @@ public struct DispatchStateMachine: Sendable {
             /// Claimed while its sender was paused or slowed down: back to waiting until then,
             /// not sent, no attempt counted (neither counted nor kept in the history).
             case postponed(until: Int64)
+            /// Refused for the provider's quota (429) while its sender is paced: the budget
+            /// came down, and it waits until then, its retry schedule untouched (kept in the
+            /// history as a retry).
+            case paced(until: Int64)
         }
 
         public var settlement: Settlement
@@ -188,7 +195,7 @@ public struct DispatchStateMachine: Sendable {
         public var historyOutcome: DeliveryAttempt.Outcome {
             switch note {
             case .delivered: .delivered
-            case .retry, .slowDown: .retry
+            case .retry, .slowDown, .paced: .retry
             case .discarded: .discarded
             case .revoked: .revoked
             case .paused, .postponed: .paused
@@ -200,7 +207,7 @@ public struct DispatchStateMachine: Sendable {
         public var nextAt: Int64? {
             switch note {
             case .retry(let at): at
-            case .slowDown(let until): until
+            case .slowDown(let until), .paced(let until): until
             default: nil
             }
         }
@@ -209,7 +216,7 @@ public struct DispatchStateMachine: Sendable {
         public var outcome: String {
             switch note {
             case .delivered: "delivered"
-            case .retry, .slowDown, .paused: "retry"
+            case .retry, .slowDown, .paused, .paced: "retry"
             case .discarded: "discarded"
             case .revoked: "revoked"
             case .failed: "failed"
@@ -250,6 +257,17 @@ public struct DispatchStateMachine: Sendable {
     var completed: [Completed] = []
     public private(set) var paused: [SenderKey: Pause] = [:]
     var slowedUntil: [SenderKey: Int64] = [:]
+    /// The paced senders' buckets, made at their first send (issue 34).
+    public private(set) var paces: [SenderKey: SendPace] = [:]
+    /// Claimed notifications that waited for their sender's budget (each counted once).
+    var heldForBudget: Set<Int64> = []
+    /// Sends that waited for their sender's budget, by provider (metrics).
+    public private(set) var budgetWaits: [Provider: Int] = [:]
+    /// When the next token comes for a sender whose sends wait for one (a wake-up).
+    var budgetWakeAt: Int64?
+    /// How far ahead of its budget a paced sender's notifications are claimed (milliseconds):
+    /// beyond it they stay in the outbox, not in slots.
+    public static let pacingLookahead: Int64 = 1_000
 
     public init(configuration: Configuration) {
         self.configuration = configuration
@@ -272,14 +290,38 @@ public struct DispatchStateMachine: Sendable {
     /// it is postponed).
     mutating func excluded(now: Int64) -> Set<SenderKey> {
         slowedUntil = slowedUntil.filter { $0.value > now }
-        return Set(paused.filter { $0.value.probeAt > now && $0.key.kind != .webpush }.keys).union(slowedUntil.keys.filter { $0.kind != .webpush })
+        var excluded = Set(paused.filter { $0.value.probeAt > now && $0.key.kind != .webpush }.keys).union(slowedUntil.keys.filter { $0.kind != .webpush })
+        if !paces.isEmpty {
+            // A paced sender with a second of its budget waiting already: no more for now.
+            for (key, queued) in queuedForBudget() where key.kind != .webpush {
+                if let pace = paces[key], queued >= pace.capacity(now: now, within: Self.pacingLookahead) { excluded.insert(key) }
+            }
+        }
+        return excluded
+    }
+
+    /// Waiting sends per paced sender.
+    func queuedForBudget() -> [SenderKey: Int] {
+        var queued: [SenderKey: Int] = [:]
+        for send in waiting where paces[send.key] != nil { queued[send.key, default: 0] += 1 }
+        return queued
+    }
+
+    /// The pace of `key`'s sender, made from the budget at its first use; `nil`: not paced.
+    mutating func pace(_ key: SenderKey) -> SendPace? {
+        if let pace = paces[key] { return pace }
+        guard let policy = configuration.pacing.policy(for: key) else { return nil }
+        let pace = SendPace(policy: policy)
+        paces[key] = pace
+        return pace
     }
 
     /// The earliest time a sender left out comes back (a probe, a slow-down's end).
     func resumeAt(now: Int64) -> Int64? {
         let probes = paused.values.map(\.probeAt).filter { $0 > now }
         let ends = slowedUntil.values.filter { $0 > now }
-        return (probes + ends).min()
+        let tokens = budgetWakeAt.map { [max($0, now.saturatingAdding(1))] } ?? []
+        return (probes + ends + tokens).min()
     }
 
     /// Takes claimed notifications in; returns those that start now (the others wait for a
@@ -288,9 +330,25 @@ public struct DispatchStateMachine: Sendable {
     /// raced the decision, or could not see its destination) is postponed until then.
     public mutating func claimed(_ claimed: [Claimed], now: Int64) -> [Send] {
         inFlight += claimed.count
+        var queued: [SenderKey: Int]?
         for item in claimed {
             if let provider = item.provider {
                 let send = Send(notification: item.notification, provider: provider, sender: item.sender)
+                if let pace = pace(send.key) {
+                    // Beyond a second of its budget (a push service cannot be left out of the
+                    // claim): back to the outbox until its turn would come.
+                    if queued == nil { queued = queuedForBudget() }
+                    let ahead = queued?[send.key] ?? 0
+                    queued?[send.key] = ahead + 1
+                    if ahead >= pace.capacity(now: now, within: Self.pacingLookahead) {
+                        let turn = now.saturatingAdding(Int64(min(3_600_000, Double(ahead) / pace.rate * 1_000)))
+                        completed.append(
+                            Completed(
+                                notification: item.notification, outcome: .pause(reason: "postponed"), provider: provider, key: send.key,
+                                postponedUntil: max(pace.nextToken(now: now), turn)))
+                        continue
+                    }
+                }
                 if let until = heldUntil(send.key, now: now) {
                     completed.append(
                         Completed(notification: item.notification, outcome: .pause(reason: "postponed"), provider: provider, key: send.key, postponedUntil: until))
@@ -337,7 +395,10 @@ public struct DispatchStateMachine: Sendable {
     /// is not looked up again for the rest of the pass.
     /// A waiting send whose sender was paused or slowed down meanwhile is postponed.
     public mutating func startable(now: Int64) -> [Send] {
-        guard !waiting.isEmpty else { return [] }
+        guard !waiting.isEmpty else {
+            budgetWakeAt = nil
+            return []
+        }
         if !paused.isEmpty || !slowedUntil.isEmpty {
             var held: [Completed] = []
             let machine = self
@@ -358,6 +419,14 @@ public struct DispatchStateMachine: Sendable {
         let perApp = configuration.perApp
         let perDestination = configuration.perDestination
         let destinations = configuration.destinations
+        // The paced senders' buckets, moved out for the pass (no copy of the table).
+        var paces = self.paces
+        self.paces = [:]
+        var heldForBudget = self.heldForBudget
+        self.heldForBudget = []
+        var budgetWaits = self.budgetWaits
+        var exhausted: Set<SenderKey> = []
+        var wakeAt: Int64?
         waiting.removeAll { send in
             if fullProviders.contains(send.provider) { return false }
             guard byProvider[send.provider, default: 0] < perProvider else {
@@ -368,6 +437,19 @@ public struct DispatchStateMachine: Sendable {
             guard byApp[app, default: 0] < perApp else { return false }
             if send.key.isDestination {
                 guard destinationsByApp[app, default: 0] < destinations, byDestination[send.key, default: 0] < perDestination else { return false }
+            }
+            if !paces.isEmpty, paces[send.key] != nil {
+                // A token of the sender's budget, or it waits (counted once) for the next.
+                if exhausted.contains(send.key) || !paces[send.key]!.take(now: now) {
+                    if exhausted.insert(send.key).inserted, let next = paces[send.key]?.nextToken(now: now) {
+                        wakeAt = min(wakeAt ?? .max, next)
+                    }
+                    if heldForBudget.insert(send.notification.id).inserted { budgetWaits[send.provider, default: 0] += 1 }
+                    return false
+                }
+                if !heldForBudget.isEmpty { heldForBudget.remove(send.notification.id) }
+            }
+            if send.key.isDestination {
                 destinationsByApp[app, default: 0] += 1
                 byDestination[send.key, default: 0] += 1
             }
@@ -380,6 +462,10 @@ public struct DispatchStateMachine: Sendable {
         self.byApp = byApp
         self.byDestination = byDestination
         self.destinationsByApp = destinationsByApp
+        self.paces = paces
+        self.heldForBudget = heldForBudget
+        self.budgetWaits = budgetWaits
+        budgetWakeAt = wakeAt
         return ready
     }
 
@@ -451,6 +537,25 @@ public struct DispatchStateMachine: Sendable {
             // One subscription refused (made with another application server key, or a push
             // service of the subscriber's own): that subscription waits, not the push service.
             outcome = .retry(reason: reason, retryAfter: nil, slowDown: false)
+        }
+        if var pace = paces[key] {
+            switch outcome {
+            case .retry(_, let retryAfter, true):
+                // A quota answer to a paced sender: its budget comes down; this one waits for
+                // the Retry-After (bounded), its retry schedule untouched.
+                let until = pace.refused(now: now, retryAfter: retryAfter.map { max(0, $0.saturatingSubtracting(now)) })
+                paces[key] = pace
+                if !key.isDestination { decision.resumed = resume(key) }
+                decision.note = .paced(until: until)
+                decision.settlement = .postpone(id: notification.id, until: until)
+                return decision
+            case .delivered, .revoke, .revokeDeadToken, .failed:
+                // Answered within the quota (a refusal of the message counts against it too).
+                pace.accepted(now: now)
+                paces[key] = pace
+            case .retry, .pause, .refreshCredentials:
+                break
+            }
         }
         switch outcome {
         case .delivered:

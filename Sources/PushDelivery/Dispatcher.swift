@@ -534,6 +534,10 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             }
         case .failed:
             logger.error("the provider refused a payload the service built (a defect): the notification is dropped", metadata: metadata())
+        case .paced(let until):
+            // Not a retry of the schedule: the budget came down, and this one waits its turn.
+            counters.paced(provider: provider)
+            logger.info("the provider's quota was reached: the sender's pace comes down", metadata: metadata().merging(["sender": "\(key)", "at": "\(until)"]) { $1 })
         case .postponed:
             break
         }
