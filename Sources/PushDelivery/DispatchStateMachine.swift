@@ -259,6 +259,8 @@ public struct DispatchStateMachine: Sendable {
     var slowedUntil: [SenderKey: Int64] = [:]
     /// The paced senders' buckets, made at their first send (issue 34).
     public private(set) var paces: [SenderKey: SendPace] = [:]
+    /// The budgets, this instance's share of them.
+    public private(set) var pacing: PacingTable
     /// Claimed notifications that waited for their sender's budget (each counted once).
     var heldForBudget: Set<Int64> = []
     /// Sends that waited for their sender's budget, by provider (metrics).
@@ -271,6 +273,18 @@ public struct DispatchStateMachine: Sendable {
 
     public init(configuration: Configuration) {
         self.configuration = configuration
+        self.pacing = configuration.pacing
+    }
+
+    /// `instances` share each budget now (the live instances on a shared store): each sender's
+    /// pace keeps its adaptation under its new share.
+    public mutating func share(among instances: Int) {
+        let instances = max(1, instances)
+        guard instances != pacing.instances else { return }
+        pacing.instances = instances
+        for key in Array(paces.keys) {
+            if let policy = pacing.policy(for: key) { paces[key]?.update(policy) }
+        }
     }
 
     // MARK: - Claims
@@ -310,7 +324,7 @@ public struct DispatchStateMachine: Sendable {
     /// The pace of `key`'s sender, made from the budget at its first use; `nil`: not paced.
     mutating func pace(_ key: SenderKey) -> SendPace? {
         if let pace = paces[key] { return pace }
-        guard let policy = configuration.pacing.policy(for: key) else { return nil }
+        guard let policy = pacing.policy(for: key) else { return nil }
         let pace = SendPace(policy: policy)
         paces[key] = pace
         return pace

@@ -25,6 +25,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         public var releaseAllAtStart: Bool
         /// Whether every attempt is written into the delivery history (SPEC §13.2).
         public var keepsHistory = false
+        /// How many instances share the senders' budgets (set by the lease keeper among several).
+        public var share = InstanceShare()
 
         public init(
             retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, perDestination: Int? = nil, lease: Int64 = 300_000,
@@ -209,6 +211,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 lastStaleSweep = clock.now
                 await discardStale(now: lastStaleSweep)
             }
+            let instances = configuration.share.instances
+            state.withLock { $0.machine.share(among: instances) }
             let startAt = clock.now
             let certain = tenure.holds(at: startAt)
             if certain {

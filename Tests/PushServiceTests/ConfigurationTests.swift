@@ -2,6 +2,7 @@ import Crypto
 import Foundation
 import PushContracts
 import PushCore
+import PushDelivery
 import PushJSON
 import PushJOSE
 import PushIngest
@@ -110,6 +111,48 @@ struct ConfigurationTests {
             ("{maxRows: -1}", "operations.history.maxRows"), ("{maxRows: 2000000000}", "operations.history.maxRows"), ("{maxrows: 1}", "maxrows"),
         ] {
             #expect("\(bad)", performing: { try load("operations: {history: \(bad)}") }, throws: { "\($0)".contains(message) })
+        }
+    }
+
+    @Test("delivery.pacing: FCM at its default quota unless set; rates per second, minute or hour, or off; per application and per webhook; bounds checked")
+    func pacing() throws {
+        let defaults = try load("").delivery
+        #expect(defaults.pacing.byKind == [.fcm: 10_000])
+        #expect(defaults.pacingTable(apps: [:]).policy(for: SenderKey(app: "toto", kind: .fcm))?.perSecond == 10_000)
+        #expect(defaults.pacingTable(apps: [:]).policy(for: SenderKey(app: "toto", kind: .hms)) == nil)
+        let configuration = try load(
+            """
+            delivery: {pacing: {fcm: 6000/min, hms: 50/s, webpush: 36000/h, retryAfterMaximum: 10m}}
+            apps:
+              toto:
+                pacing: {fcm: 200/s, hms: "off"}
+                webhooks: {orders: {url: "https://h.example/p", secret: env:TOTO_WEBHOOK_SECRET, pacing: 5/s}}
+              titi: {}
+            """)
+        #expect(configuration.delivery.pacing.byKind == [.fcm: 100, .hms: 50, .webpush: 10])
+        #expect(configuration.delivery.pacing.retryAfterMaximum == .seconds(600))
+        let table = configuration.delivery.pacingTable(apps: configuration.apps)
+        #expect(table.policy(for: SenderKey(app: "toto", kind: .fcm))?.perSecond == 200)
+        #expect(table.policy(for: SenderKey(app: "toto", kind: .hms)) == nil)
+        #expect(table.policy(for: SenderKey(app: "titi", kind: .fcm))?.perSecond == 100)
+        #expect(table.policy(for: SenderKey(app: "toto", kind: .webhook, destination: "orders"))?.perSecond == 5)
+        #expect(table.policy(for: SenderKey(app: "titi", kind: .webhook, destination: "orders")) == nil)
+        #expect(table.policy(for: SenderKey(app: "toto", kind: .webpush, destination: "https://push.example"))?.perSecond == 10)
+        #expect(table.retryAfterMaximum == 600_000)
+        // Two live instances: each paces at half.
+        var shared = table
+        shared.instances = 2
+        #expect(shared.policy(for: SenderKey(app: "toto", kind: .fcm))?.perSecond == 100)
+        let environment = ConfigurationTests.environment.merging(["PUSHDISPATCH_DELIVERY_PACING_FCM": "off"]) { $1 }
+        #expect(try load("", environment).delivery.pacingTable(apps: [:]).policy(for: SenderKey(app: "toto", kind: .fcm)) == nil)
+        for (bad, message) in [
+            ("{fcm: 200}", "delivery.pacing.fcm: expected a rate such as 200/s, 600000/min or 50000/h, or off, got 200"),
+            ("{fcm: 200/day}", "delivery.pacing.fcm: expected a rate"), ("{fcm: 30/min}", "delivery.pacing.fcm: 30/min is out of range"),
+            ("{fcm: 2000000/s}", "delivery.pacing.fcm: 2000000/s is out of range"), ("{fcm: -5/s}", "delivery.pacing.fcm: expected a rate"),
+            ("{apns: 99999999999999/s}", "delivery.pacing.apns: expected a rate"), ("{webhooks: 1/s}", "webhooks: unknown key"),
+            ("{retryAfterMinimum: 2m, retryAfterMaximum: 1m}", "delivery.pacing.retryAfterMinimum: longer than delivery.pacing.retryAfterMaximum"),
+        ] {
+            #expect("\(bad)", performing: { try load("delivery: {pacing: \(bad)}") }, throws: { "\($0)".contains(message) })
         }
     }
 
@@ -370,7 +413,7 @@ struct ConfigurationTests {
         ("ingest: {deadLetterMaxSize: 1.5}", "ingest.deadLetterMaxSize: expected a size such as 4096, 64KiB or 1MiB, got 1.5"),
         ("expiry: {interval: 5m}", "expiry.interval: 5m is out of range; expected at most 30s"),
         ("expiry: {interval: 0s}", "expiry.interval: 0s is out of range"),
-        ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of apns, auth, fcm, hms, keys, rules, signingKey, subscriptions, webhooks, webpush"),
+        ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of apns, auth, fcm, hms, keys, pacing, rules, signingKey, subscriptions, webhooks, webpush"),
         ("apps: {toto: {auth: {}}}", "apps.toto.auth: give hs256Secret or jwks"),
         ("apps: {toto: {auth: {hs256Secret: short}}}", "apps.toto.auth.hs256Secret: 5 bytes; HS256 needs at least 32"),
         ("apps: {toto: {auth: {hs256Secret: env:NOPE}}}", "apps.toto.auth.hs256Secret: the environment variable \"NOPE\" is not set"),

@@ -9,8 +9,8 @@ public struct PacingTable: Sendable, Equatable {
     public var byKind: [SubscriptionKind: Double]
     /// One application's budgets, over `byKind`.
     public var byApp: [String: [SubscriptionKind: Double]]
-    /// One webhook destination's budget (by its name), over the rest.
-    public var byWebhook: [String: Double]
+    /// One webhook destination's budget (application → webhook name → budget), over the rest.
+    public var byWebhook: [String: [String: Double]]
     /// A quota answer's `Retry-After` is honoured within these bounds (milliseconds).
     public var retryAfterMinimum: Int64
     public var retryAfterMaximum: Int64
@@ -21,7 +21,7 @@ public struct PacingTable: Sendable, Equatable {
     public static let fcmDefault = 600_000.0 / 60
 
     public init(
-        byKind: [SubscriptionKind: Double] = [:], byApp: [String: [SubscriptionKind: Double]] = [:], byWebhook: [String: Double] = [:],
+        byKind: [SubscriptionKind: Double] = [:], byApp: [String: [SubscriptionKind: Double]] = [:], byWebhook: [String: [String: Double]] = [:],
         retryAfterMinimum: Int64 = 1_000, retryAfterMaximum: Int64 = 60_000, instances: Int = 1
     ) {
         self.byKind = byKind
@@ -38,7 +38,7 @@ public struct PacingTable: Sendable, Equatable {
     /// The budget of `key`'s sender, this instance's share of it; `nil`: not paced.
     public func policy(for key: SenderKey) -> PacingPolicy? {
         let budget: Double? =
-            if key.kind == .webhook, let destination = key.destination, let own = byWebhook[destination] {
+            if key.kind == .webhook, let destination = key.destination, let own = byWebhook[key.app]?[destination] {
                 own
             } else {
                 byApp[key.app]?[key.kind] ?? byKind[key.kind]

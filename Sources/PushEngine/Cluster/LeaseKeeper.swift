@@ -36,6 +36,8 @@ public final class LeaseKeeper: Service, Sendable {
     /// Extended by every heartbeat written: the delivery worker's claims are surely its own
     /// until then.
     let tenure: ClaimTenure
+    /// Set to the live instances each round: they share the senders' rate budgets.
+    let share: InstanceShare
     let clock: any ServiceClock
     /// What this instance publishes with its heartbeat for the others' operations overview
     /// (``InstanceReport``).
@@ -47,9 +49,11 @@ public final class LeaseKeeper: Service, Sendable {
 
     public init(
         store: any ClusterStore, instance: String, address: AdvertisedAddress, applications: [String], changed: Wakeup, outbox: any OutboxListener,
-        tenure: ClaimTenure = ClaimTenure(), clock: any ServiceClock, report: @escaping @Sendable () -> [UInt8]? = { nil }, logger: Logger
+        tenure: ClaimTenure = ClaimTenure(), share: InstanceShare = InstanceShare(), clock: any ServiceClock,
+        report: @escaping @Sendable () -> [UInt8]? = { nil }, logger: Logger
     ) {
         self.tenure = tenure
+        self.share = share
         self.report = report
         self.store = store
         self.instance = instance
@@ -116,6 +120,7 @@ public final class LeaseKeeper: Service, Sendable {
         if retiring.load(ordering: .acquiring) { return }
         var leases = try await store.renewLeases(holder: instance, ttl: SharedInstances.leaseTTL)
         let alive = try await store.instances(within: SharedInstances.leaseTTL).map(\.name)
+        share.set(instances: alive.count)
         let all = try await store.leases()
         // Configured applications, those with waiting records, those someone holds now.
         let apps = Set(applications).union(try await store.inboxApplications()).union(all.filter { $0.expiresAt > now }.map(\.app))

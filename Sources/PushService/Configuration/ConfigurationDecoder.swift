@@ -111,7 +111,7 @@ struct ConfigurationDecoder {
                 "\(bound) is more than three quarters of \(concurrency.label("perApp")) (\(DispatchStateMachine.Configuration.destinations(perApp: perApp))): all destinations together hold at most that many, the rest is kept for FCM, HMS and APNs")
             perDestination = nil
         }
-        let delivery = ServiceConfiguration.Delivery(
+        var delivery = ServiceConfiguration.Delivery(
             enabled: deliverySection.boolean("enabled") ?? true,
             retry: retry,
             timeout: deliverySection.duration("timeout", range: .milliseconds(100) ... .seconds(600)) ?? .seconds(10),
@@ -122,6 +122,14 @@ struct ConfigurationDecoder {
             connectionsPerHost: Int(deliverySection.integer("connectionsPerHost", range: 1...64, expected: "1 to 64") ?? 4),
             idleTimeout: deliverySection.duration("idleTimeout", range: .seconds(1) ... .seconds(3600)) ?? .seconds(60),
             maximumOrigins: Int(deliverySection.integer("maximumOrigins", range: 1...65_536, expected: "1 to 65536") ?? 1_024))
+        let pacingSection = deliverySection.section("pacing")
+        delivery.pacing.byKind.merge(Self.rates(pacingSection)) { $1 }
+        delivery.pacing.retryAfterMinimum = pacingSection.duration("retryAfterMinimum", range: .zero ... .seconds(3600)) ?? .seconds(1)
+        delivery.pacing.retryAfterMaximum = pacingSection.duration("retryAfterMaximum", range: .seconds(1) ... .seconds(86_400)) ?? .seconds(60)
+        if delivery.pacing.retryAfterMinimum > delivery.pacing.retryAfterMaximum {
+            report.add(pacingSection.label("retryAfterMinimum"), .conflict, "longer than \(pacingSection.label("retryAfterMaximum"))")
+            delivery.pacing.retryAfterMinimum = delivery.pacing.retryAfterMaximum
+        }
 
         let expirySection = root.section("expiry")
         let expiry = ServiceConfiguration.Expiry(
@@ -263,7 +271,7 @@ struct ConfigurationDecoder {
             if let secret, (try? WebhookSecret(secret.value)) == nil {
                 report.add("\(webhookSection.path).secret", .invalid, "\(WebhookSecretError().description)")
             }
-            webhooks[name] = .init(url: url ?? "", secret: secret ?? Secret(""))
+            webhooks[name] = .init(url: url ?? "", secret: secret ?? Secret(""), pacing: webhookSection.rate("pacing"))
         }
         let lifetimes = section.section("subscriptions")
         let maxLifetime = lifetimes.duration("maxLifetime", range: .seconds(1) ... .seconds(3650 * 86_400)) ?? .seconds(30 * 86_400)
@@ -278,9 +286,31 @@ struct ConfigurationDecoder {
         if let maxPerUser = lifetimes.integer("maxPerUser", range: 1...1_000_000, expected: "a number of subscriptions, 1 to 1000000") { subscriptions.maxPerUser = Int(maxPerUser) }
         let keys = section.path("keys", mustExist: true)
         if let keys { section.warnIfShared("keys", file: keys) }  // symmetric keys and private signing keys
-        return AppConfiguration(
+        var app = AppConfiguration(
             id: id, auth: auth, fcm: fcm, hms: hms, apns: apns, webpush: webpush, webhooks: webhooks, keys: keys,
             signingKey: section.nonEmptyString("signingKey"), subscriptions: subscriptions, rules: rules(section, report: report))
+        app.pacing = Self.rates(section.section("pacing"))
+        return app
+    }
+
+    /// The rates of a `pacing` section, by kind of sender (`off`: 0).
+    static func rates(_ section: Section) -> [SubscriptionKind: Double] {
+        var rates: [SubscriptionKind: Double] = [:]
+        for kind in [SubscriptionKind.fcm, .hms, .apns, .webpush, .webhook] {
+            if let rate = section.rate(Self.pacingKey(kind)) { rates[kind] = rate }
+        }
+        return rates
+    }
+
+    /// A kind's key under `pacing` (the provider's name, not the subscription kind's).
+    static func pacingKey(_ kind: SubscriptionKind) -> String {
+        switch kind {
+        case .fcm: "fcm"
+        case .hms: "hms"
+        case .apns: "apns"
+        case .webpush: "webpush"
+        case .webhook: "webhook"
+        }
     }
 
     /// `apps.<id>.apns`: every key checked, the private key parsed (never echoed).

@@ -295,7 +295,7 @@ public enum ConfigurationLoader {
             case "false": return .bool(false)
             default: throw ConfigurationError("\(variable) (\(key))", .invalid, "expected true or false, got \(quotedString(text))")
             }
-        case .string, .duration, .size, .secret:
+        case .string, .duration, .size, .secret, .rate:
             return .string(text)
         case .list:
             return .array(text.split(separator: ",", omittingEmptySubsequences: false).map { .string($0.trimmingCharacters(in: .whitespaces)) })

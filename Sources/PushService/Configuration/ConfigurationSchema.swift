@@ -27,6 +27,10 @@ indirect enum ConfigurationSchema: Sendable {
             "concurrency": .object(["perProvider": .leaf(.integer), "perApp": .leaf(.integer), "perDestination": .leaf(.integer)]),
             "caFile": .leaf(.string),
             "connectionsPerHost": .leaf(.integer), "idleTimeout": .leaf(.duration), "maximumOrigins": .leaf(.integer),
+            "pacing": .object([
+                "fcm": .leaf(.rate), "hms": .leaf(.rate), "apns": .leaf(.rate), "webpush": .leaf(.rate), "webhook": .leaf(.rate),
+                "retryAfterMinimum": .leaf(.duration), "retryAfterMaximum": .leaf(.duration),
+            ]),
         ]),
         "expiry": .object(["interval": .leaf(.duration)]),
         "operations": .object(["history": .object(["maxAge": .leaf(.duration), "maxRows": .leaf(.integer)])]),
@@ -48,7 +52,8 @@ indirect enum ConfigurationSchema: Sendable {
                 "vapidPrivateKey": .leaf(.secret), "subject": .leaf(.string), "allowedHosts": .leaf(.list),
                 "allowPrivateAddresses": .leaf(.boolean),
             ]),
-            "webhooks": .names(.object(["url": .leaf(.string), "secret": .leaf(.secret)])),
+            "webhooks": .names(.object(["url": .leaf(.string), "secret": .leaf(.secret), "pacing": .leaf(.rate)])),
+            "pacing": .object(["fcm": .leaf(.rate), "hms": .leaf(.rate), "apns": .leaf(.rate), "webpush": .leaf(.rate), "webhook": .leaf(.rate)]),
             "keys": .leaf(.string),
             "signingKey": .leaf(.string),
             // A file path, or the rules document inline (its keys are the rules', not checked here).
@@ -78,4 +83,6 @@ enum ConfigurationValueKind: Sendable, Equatable {
     case secret
     /// A list of strings; a variable writes them separated by commas.
     case list
+    /// A rate: `200/s`, `600000/min`, `50000/h`, or `off`.
+    case rate
 }

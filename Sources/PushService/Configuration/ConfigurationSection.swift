@@ -169,6 +169,21 @@ struct Section {
         return number
     }
 
+    /// A send rate in sends per second (`200/s`, `600000/min`, `50000/h`), 0 for `off`; at
+    /// least 1/s and at most 1,000,000/s when not off.
+    func rate(_ key: String) -> Double? {
+        guard let value = value(key) else { return nil }
+        guard case .string(let text) = value, let rate = ConfigurationValues.rate(text) else {
+            problem(key, "expected a rate such as 200/s, 600000/min or 50000/h, or off, got \(value.excerpt)")
+            return nil
+        }
+        guard rate == 0 || (1...1_000_000).contains(rate) else {
+            problem(key, "\(text) is out of range; expected 1/s (60/min) to 1000000/s, or off")
+            return nil
+        }
+        return rate
+    }
+
     func duration(_ key: String, range: ClosedRange<Duration>, why: String? = nil) -> Duration? {
         guard let value = value(key) else { return nil }
         guard case .string(let text) = value, let duration = ConfigurationValues.duration(text) else {

@@ -40,6 +40,27 @@ enum ConfigurationValues {
         return nil
     }
 
+    /// `200/s`, `600000/min` (or `/m`), `50000/h`: sends per second; `off`: 0.
+    static func rate(_ text: String) -> Double? {
+        if text == "off" { return 0 }
+        let parts = text.split(separator: "/", omittingEmptySubsequences: false)
+        guard parts.count == 2, !parts[0].isEmpty, parts[0].count <= 12, parts[0].allSatisfy(\.isASCIIDigit), let count = Double(parts[0]) else { return nil }
+        switch parts[1] {
+        case "s": return count
+        case "m", "min": return count / 60
+        case "h": return count / 3_600
+        default: return nil
+        }
+    }
+
+    /// A rate as the configuration would write it.
+    static func describe(rate perSecond: Double) -> String {
+        if perSecond == 0 { return "off" }
+        if perSecond == perSecond.rounded() { return "\(Int64(perSecond))/s" }
+        let perMinute = perSecond * 60
+        return perMinute == perMinute.rounded() ? "\(Int64(perMinute))/min" : "\(Int64((perSecond * 3_600).rounded()))/h"
+    }
+
     /// An IPv4 or IPv6 address, or a DNS host name (RFC 1123 labels).
     static func isHost(_ text: String) -> Bool {
         if text.isEmpty || text.utf8.count > 253 { return false }

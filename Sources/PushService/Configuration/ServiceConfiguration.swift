@@ -114,6 +114,20 @@ public struct ServiceConfiguration: Sendable {
         /// `delivery.maximumOrigins`: HTTP/2 origins (host and port) held at once per transport;
         /// the least recently used idle one makes room for a new one. Default 1024.
         public var maximumOrigins: Int = 1_024
+        /// `delivery.pacing`: send-rate budgets (issue 34).
+        public var pacing = Pacing()
+    }
+
+    /// `delivery.pacing`: each application's senders' budgets, by kind (sends per second; 0 or
+    /// absent: not paced), and the bounds of a quota answer's `Retry-After`.
+    public struct Pacing: Sendable, Equatable {
+        /// Default: FCM 600000/min (its default quota per project); the others not paced.
+        public var byKind: [SubscriptionKind: Double] = [.fcm: 600_000.0 / 60]
+        /// `retryAfterMinimum` (default 1s) and `retryAfterMaximum` (default 60s).
+        public var retryAfterMinimum: Duration = .seconds(1)
+        public var retryAfterMaximum: Duration = .seconds(60)
+
+        public init() {}
     }
 
     public struct Expiry: Sendable, Equatable {
@@ -237,6 +251,9 @@ public struct AppConfiguration: Sendable, Equatable {
         public var url: String
         /// Standard Webhooks signing secret.
         public var secret: Secret
+        /// `pacing`: its send-rate budget (sends per second; 0: `off`). Default: the
+        /// application's or `delivery.pacing.webhook`.
+        public var pacing: Double? = nil
     }
 
     /// `apns`: Apple's push service, directly, with token-based authentication.
@@ -306,6 +323,9 @@ public struct AppConfiguration: Sendable, Equatable {
     public var webpush: WebPush?
     /// By name. Default none.
     public var webhooks: [String: Webhook]
+    /// `pacing`: the application's send-rate budgets (sends per second; 0: `off`), over
+    /// `delivery.pacing`. Default none.
+    public var pacing: [SubscriptionKind: Double] = [:]
     /// `keys`: JWK Set file of signing keys and symmetric encryption keys. Default none.
     public var keys: String?
     /// `signingKey`: kid in `keys`. Default none: the service's own ES256 key signs.

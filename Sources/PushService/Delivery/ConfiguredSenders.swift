@@ -1,4 +1,5 @@
 import Foundation
+import PushContracts
 import PushCore
 import PushDelivery
 import PushHTTP
@@ -145,10 +146,29 @@ extension ServiceConfiguration.Delivery {
 
     /// The delivery worker's configuration: claims filed under `claimant`; `alone`: it is the
     /// only worker on its store, so every claim is released at start (a crash's).
-    func dispatcher(claimant: String, alone: Bool, keepsHistory: Bool = false) -> Dispatcher.Configuration {
+    func dispatcher(claimant: String, alone: Bool, keepsHistory: Bool = false, share: InstanceShare = InstanceShare(), apps: [String: AppConfiguration] = [:])
+        -> Dispatcher.Configuration
+    {
         var configuration = Dispatcher.Configuration(
             retry: retryPolicy, perProvider: perProvider, perApp: perApp, perDestination: perDestination, claimant: claimant, releaseAllAtStart: alone)
         configuration.keepsHistory = keepsHistory
+        configuration.share = share
+        configuration.machine.pacing = pacingTable(apps: apps)
         return configuration
+    }
+
+    /// The budgets of `delivery.pacing`, each application's `pacing` and its webhooks'.
+    func pacingTable(apps: [String: AppConfiguration]) -> PacingTable {
+        var table = PacingTable(
+            byKind: pacing.byKind.filter { $0.value > 0 }, retryAfterMinimum: pacing.retryAfterMinimum.wholeMilliseconds,
+            retryAfterMaximum: pacing.retryAfterMaximum.wholeMilliseconds)
+        for (name, app) in apps {
+            // An application's `off` (0) overrides the default: not paced.
+            if !app.pacing.isEmpty { table.byApp[name] = app.pacing }
+            for (webhook, settings) in app.webhooks {
+                if let rate = settings.pacing { table.byWebhook[name, default: [:]][webhook] = rate }
+            }
+        }
+        return table
     }
 }

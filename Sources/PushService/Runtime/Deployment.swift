@@ -27,6 +27,9 @@ protocol Deployment: Sendable {
     /// Until when the delivery worker's claims are surely its own: for ever alone; while its
     /// heartbeats reach the store among several (``ClaimTenure``).
     var claimTenure: ClaimTenure { get }
+    /// How many instances share each sender's rate budget: one alone; among several, the live
+    /// ones the lease keeper counts (``InstanceShare``).
+    var instanceShare: InstanceShare { get }
     /// The name a source's checkpoint is filed under.
     func checkpointKey(_ source: String) -> String
     /// Where the REST API's rule checks find the trees: those this process holds, and, with

@@ -81,7 +81,8 @@ public struct ServiceRuntime: Sendable {
         func serve() async throws {
             let dispatcher = Dispatcher(
                 store: store, senders: senders.table, configuration: configuration.delivery.dispatcher(
-                    claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart, keepsHistory: configuration.operations.history.isOn),
+                    claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart, keepsHistory: configuration.operations.history.isOn,
+                    share: deployment.instanceShare, apps: configuration.apps),
                 notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries,
                 tenure: deployment.claimTenure, logger: logger)
             let stored = try await store.checkpoints()

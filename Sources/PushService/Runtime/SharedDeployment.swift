@@ -19,6 +19,7 @@ struct SharedDeployment: Deployment {
     /// ``SharedInstances/staleAfter``: a send starts only within that of the last heartbeat
     /// written, less a second.
     let claimTenure = ClaimTenure(staleAfter: SharedInstances.staleAfter, margin: 1_000)
+    let instanceShare = InstanceShare()
 
     init(store: any SharedStore, instance: String, machine: String, configuredAddress: String) {
         self.shared = store
@@ -44,7 +45,7 @@ struct SharedDeployment: Deployment {
         let outbox = SharedOutbox(store: shared, local: parts.delivery)
         let keeper = LeaseKeeper(
             store: shared, instance: instance, address: parts.address, applications: parts.applications.keys.sorted(), changed: wake,
-            outbox: parts.delivery, tenure: claimTenure, clock: parts.clock, report: parts.report, logger: parts.logger)
+            outbox: parts.delivery, tenure: claimTenure, share: instanceShare, clock: parts.clock, report: parts.report, logger: parts.logger)
         let engine = RecordEngine(
             settings: parts.settings, sealers: parts.sealers, registry: parts.registry, view: parts.view, configuration: parts.engineConfiguration,
             logger: parts.logger)

@@ -16,6 +16,7 @@ struct SingleDeployment: Deployment {
     let machine: String
     let releasesEveryClaimAtStart = true
     let claimTenure = ClaimTenure()
+    let instanceShare = InstanceShare()
     /// SQLite: the lock on the database file that keeps a second `run` off it.
     let lock: ProcessLock?
 
