@@ -134,6 +134,10 @@ extension FakeProviders {
             record("fcm", target, dataBytes, Self.status(of: scripted), request, arrived: arrived, arrivedMicros: arrivedMicros)
             return scripted
         }
+        guard withinFCMQuota(at: clock.now) else {
+            record("fcm", target, dataBytes, 429, request, arrived: arrived, arrivedMicros: arrivedMicros)
+            return respond(429, ProviderFixtures.answer("fcm-quota-exceeded").body, retryAfter: "1")
+        }
         if target.hasPrefix("unregistered-") {
             record("fcm", target, dataBytes, 404, request)
             return respond("fcm-unregistered")

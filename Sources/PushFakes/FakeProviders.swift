@@ -119,6 +119,10 @@ public final class FakeProviders: Sendable {
         var webPushMessages = 0
         /// How far (seconds) a webhook's `webhook-timestamp` may be from the fake's clock.
         var webhookTolerance: Int64 = 300
+        /// FCM's quota: messages accepted per second (`nil`: none), and when the ones of the
+        /// past second were accepted.
+        var fcmQuota: Int?
+        var fcmAccepted: [Int64] = []
     }
 
     let state = Mutex(State())
@@ -257,6 +261,32 @@ public final class FakeProviders: Sendable {
     /// script, then normal). A flapping provider, for a soak.
     public func setStanding(_ target: String, _ step: Step?) {
         state.withLock { $0.standing[target] = step }
+    }
+
+    /// A quota on FCM (issue 34): every message beyond `perSecond` accepted in the past second
+    /// (by the fake's clock) is answered 429 `RESOURCE_EXHAUSTED` (`QUOTA_EXCEEDED`) with
+    /// `Retry-After: 1`. As FCM's own quota, a refused message does not count against it.
+    /// `nil` lifts it.
+    public func setQuota(fcm perSecond: Int?) {
+        state.withLock { state in
+            state.fcmQuota = perSecond
+            state.fcmAccepted.removeAll()
+        }
+    }
+
+    /// Whether an FCM message at `now` is within the quota (it is counted when it is).
+    func withinFCMQuota(at now: Int64) -> Bool {
+        state.withLock { state in
+            guard let quota = state.fcmQuota else { return true }
+            if let expired = state.fcmAccepted.firstIndex(where: { $0 > now - 1_000 }) {
+                state.fcmAccepted.removeFirst(expired)
+            } else {
+                state.fcmAccepted.removeAll()
+            }
+            guard state.fcmAccepted.count < quota else { return false }
+            state.fcmAccepted.append(now)
+            return true
+        }
     }
 
     /// Whether every request is kept in ``received`` (default true); either way they are
