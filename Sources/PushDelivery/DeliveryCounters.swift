@@ -51,6 +51,12 @@ public final class DeliveryCounters: Sendable {
         metrics.increment("pushdispatch_pacing_refusals_total", [("provider", provider)])
     }
 
+    /// Sends of `provider` that waited for their sender's budget (each once): the requests
+    /// pacing kept from going beyond it, `pushdispatch_pacing_waits_total{provider}`.
+    func waitedForBudget(provider: String, _ count: Int) {
+        metrics.increment("pushdispatch_pacing_waits_total", [("provider", provider)], by: count)
+    }
+
     /// Quota answers (429) to `provider`'s paced senders.
     public func pacingRefusals(provider: String) -> Int { state.withLock { $0.paced[provider] ?? 0 } }
 

@@ -458,7 +458,10 @@ public struct DispatchStateMachine: Sendable {
                     if exhausted.insert(send.key).inserted, let next = paces[send.key]?.nextToken(now: now) {
                         wakeAt = min(wakeAt ?? .max, next)
                     }
-                    if heldForBudget.insert(send.notification.id).inserted { budgetWaits[send.provider, default: 0] += 1 }
+                    if heldForBudget.insert(send.notification.id).inserted {
+                        budgetWaits[send.provider, default: 0] += 1
+                        paces[send.key]?.countWait()
+                    }
                     return false
                 }
                 if !heldForBudget.isEmpty { heldForBudget.remove(send.notification.id) }

@@ -48,6 +48,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         var waiter: CheckedContinuation<Void, Never>?
         /// The notifications this dispatcher claimed and has not settled.
         var held: Set<Int64> = []
+        /// Sends that waited for their sender's budget, by provider, counted in the metrics.
+        var countedWaits: [Provider: Int] = [:]
         /// A claim failed: it may have committed with its answer lost (the connection cut after
         /// the commit), holding notifications nobody here knows of until their lease lapses.
         /// The claims this dispatcher does not hold are released before the next claim.
@@ -115,6 +117,9 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
 
     /// The application senders paused now, with why.
     public var paused: [SenderKey: Pause] { state.withLock { $0.machine.paused } }
+
+    /// The paced senders' paces: budget, rate now, quota answers, sends that waited (issue 34).
+    public var paces: [SenderKey: SendPace] { state.withLock { $0.machine.paces } }
 
     /// Resumes a paused sender at once (an operator fixed what paused it): its notifications
     /// are claimed again now. Whether it was paused.
@@ -212,7 +217,17 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 await discardStale(now: lastStaleSweep)
             }
             let instances = configuration.share.instances
-            state.withLock { $0.machine.share(among: instances) }
+            let waited = state.withLock { state -> [Provider: Int] in
+                state.machine.share(among: instances)
+                // The sends that began waiting for their budget since the last turn (metrics).
+                var fresh: [Provider: Int] = [:]
+                for (provider, total) in state.machine.budgetWaits where total > state.countedWaits[provider, default: 0] {
+                    fresh[provider] = total - state.countedWaits[provider, default: 0]
+                    state.countedWaits[provider] = total
+                }
+                return fresh
+            }
+            for (provider, count) in waited { counters.waitedForBudget(provider: provider.label, count) }
             let startAt = clock.now
             let certain = tenure.holds(at: startAt)
             if certain {

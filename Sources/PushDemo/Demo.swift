@@ -162,6 +162,7 @@ public final class Demo: @unchecked Sendable {
         try await checkRevoked()
         try await summaryTable()
         try await metrics()
+        try await pacing()
     }
 
     /// The configuration (JSON, which is YAML) pointing the service at the fakes.

@@ -37,6 +37,7 @@ struct DispatchPacingTests {
         #expect(machine.startable(now: Self.now + 350).map(\.notification.id) == [4])
         // Four waited for the budget, each counted once however many passes it waited.
         #expect(machine.budgetWaits[.fcm] == 4)
+        #expect(machine.paces[Self.toto]?.waited == 4)
         // Unpaced senders go at once beside it.
         let hms = Self.claim(&machine, 10...12, kind: .hms, at: Self.now + 350)
         #expect(hms.map(\.notification.id) == [10, 11, 12])

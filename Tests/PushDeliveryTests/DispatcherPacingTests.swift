@@ -67,5 +67,10 @@ struct DispatcherPacingTests {
         #expect(seen.count == 250)
         #expect(seen.values.allSatisfy { $0 == ["1", "2"] })
         #expect(h.counters.deliveries(provider: "fcm", outcome: "discarded") == 0)
+        // What the overview shows: the quota answers, and the sends pacing held back.
+        let pace = h.dispatcher.paces[SenderKey(app: "toto", kind: .fcm)]
+        #expect(pace?.refusals == sends.filter { $0.status == 429 }.count)
+        #expect((pace?.waited ?? 0) > 400)
+        #expect(h.counters.pacingRefusals(provider: "fcm") == pace?.refusals)
     }
 }

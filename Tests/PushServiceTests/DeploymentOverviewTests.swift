@@ -37,6 +37,19 @@ struct DeploymentOverviewTests {
         #expect(rows[0]["successRatio"] == .null && rows[0]["instances"] == ["node-1"])
     }
 
+    @Test("paced senders merged: the instances' shares of the budget, their rates, quota answers and waits summed")
+    func mergedPacing() throws {
+        var first = Self.sender("toto", "fcm", 10, 3, success: 1, p50: 25, p99: 100)
+        first = .object(first.objectValue!.setting(Key("pacing"), to: ["budgetPerSecond": 5_000, "perSecond": 100, "refusals": 3, "waited": 40]))
+        var second = Self.sender("toto", "fcm", 5, 1, success: 1, p50: 20, p99: 80)
+        second = .object(second.objectValue!.setting(Key("pacing"), to: ["budgetPerSecond": 5_000, "perSecond": 95.5, "refusals": 1, "waited": -7]))
+        let rows = DeploymentOverview.mergedSenders([
+            ("node-1", ["senders": [first, Self.sender("toto", "apns", 1, 1, success: nil, p50: nil, p99: nil)]]), ("node-2", ["senders": [second]]),
+        ])
+        #expect(rows[1]["pacing"] == ["budgetPerSecond": 10_000, "perSecond": 195.5, "refusals": 4, "waited": 40])
+        #expect(rows[0]["pacing"] == .null, "not paced")
+    }
+
     @Test("lists marked with their instance; the lag from the newest record any instance processed; a report too large keeps its sending figures")
     func listsLagAndSize() throws {
         let reports: [(instance: String, report: JSON)] = [

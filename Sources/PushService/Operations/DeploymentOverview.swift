@@ -16,9 +16,12 @@ enum DeploymentOverview {
     static func report(dispatcher: Dispatcher, senders table: SenderTable, ingest: IngestCounters, now: Int64) -> JSON {
         let load = dispatcher.load
         let paused = dispatcher.paused
+        let paces = dispatcher.paces
         let senders: [JSON] = dispatcher.stats.summaries(now: now).sorted { ($0.key.app, $0.key.provider, $0.key.destination ?? "") < ($1.key.app, $1.key.provider, $1.key.destination ?? "") }.map { summary in
             let kind = OperationsAPI.kind(summary.key.provider)
-            let pause = kind.flatMap { paused[SenderKey(app: summary.key.app, kind: $0, destination: summary.key.destination)] }
+            let key = kind.map { SenderKey(app: summary.key.app, kind: $0, destination: summary.key.destination) }
+            let pause = key.flatMap { paused[$0] }
+            let pace = key.flatMap { paces[$0] }
             return JSON.members([
                 ("app", .string(summary.key.app)), ("provider", .string(summary.key.provider)),
                 ("destination", summary.key.destination.map { .string($0) } ?? .null),
@@ -26,6 +29,7 @@ enum DeploymentOverview {
                 ("successRatio", rounded(summary.successRatio)), ("p50Ms", summary.p50.map { .int($0) } ?? .null),
                 ("p99Ms", summary.p99.map { .int($0) } ?? .null), ("tooManyRequests5m", .int(Int64(summary.tooManyRequests5m))),
                 ("paused", pause.map { JSON.members([("reason", .string($0.reason)), ("since", .int($0.since))]) } ?? .null),
+                ("pacing", pace.map(json) ?? .null),
             ])
         }
         let pausedList: [JSON] = paused.sorted { $0.key < $1.key }.map { key, pause in
@@ -65,6 +69,15 @@ enum DeploymentOverview {
         var short = JSONWriter()
         short.write(JSON.members([("sending", report["sending"] ?? .null), ("paused", report["paused"] ?? .array([])), ("truncated", .bool(true))]))
         return short.bytes.count <= InstanceReport.maximumBytes ? short.bytes : Array(#"{"truncated":true}"#.utf8)
+    }
+
+    /// A paced sender's figures: this instance's share of the budget, its rate now (lower
+    /// after quota answers), the quota answers (429) it got and the sends that waited for it.
+    static func json(_ pace: SendPace) -> JSON {
+        JSON.members([
+            ("budgetPerSecond", rounded(pace.policy.perSecond)), ("perSecond", rounded(pace.rate)), ("refusals", .int(Int64(pace.refusals))),
+            ("waited", .int(Int64(pace.waited))),
+        ])
     }
 
     static func json(_ health: CredentialHealth) -> JSON {
@@ -109,6 +122,9 @@ enum DeploymentOverview {
             var tooManyRequests: Int64 = 0
             var paused: JSON = .null
             var instances: [String] = []
+            /// Summed over the instances: their shares of the budget, their rates now, their
+            /// quota answers and sends that waited.
+            var pacing: (budget: Double, rate: Double, refusals: Int64, waited: Int64)?
         }
         var rows: [String: Row] = [:]
         for (instance, report) in reports {
@@ -130,6 +146,14 @@ enum DeploymentOverview {
                 if row.paused.isNull, let pause = sender["paused"]?.objectValue {
                     row.paused = .object(pause.setting(Key("instance"), to: .string(instance)))
                 }
+                if let pacing = sender["pacing"], !pacing.isNull {
+                    var sum = row.pacing ?? (0, 0, 0, 0)
+                    sum.budget += max(0, number(pacing["budgetPerSecond"]) ?? 0)
+                    sum.rate += max(0, number(pacing["perSecond"]) ?? 0)
+                    sum.refusals = sum.refusals.saturatingAdding(max(0, pacing["refusals"]?.integerValue ?? 0))
+                    sum.waited = sum.waited.saturatingAdding(max(0, pacing["waited"]?.integerValue ?? 0))
+                    row.pacing = sum
+                }
                 row.instances.append(instance)
                 rows[key] = row
             }
@@ -141,6 +165,12 @@ enum DeploymentOverview {
                 ("successRatio", row.weight > 0 ? rounded(row.delivered / row.weight) : .null),
                 ("p50Ms", row.p50.map { .int($0) } ?? .null), ("p99Ms", row.p99.map { .int($0) } ?? .null),
                 ("tooManyRequests5m", .int(row.tooManyRequests)), ("paused", row.paused),
+                ("pacing", row.pacing.map { pacing in
+                    JSON.members([
+                        ("budgetPerSecond", rounded(pacing.budget)), ("perSecond", rounded(pacing.rate)), ("refusals", .int(pacing.refusals)),
+                        ("waited", .int(pacing.waited)),
+                    ])
+                } ?? .null),
                 ("instances", .array(row.instances.map { .string($0) })),
             ])
         }
