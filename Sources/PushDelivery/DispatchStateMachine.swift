@@ -349,17 +349,21 @@ public struct DispatchStateMachine: Sendable {
             if let provider = item.provider {
                 let send = Send(notification: item.notification, provider: provider, sender: item.sender)
                 if let pace = pace(send.key) {
-                    // Beyond a second of its budget (a push service cannot be left out of the
-                    // claim): back to the outbox until its turn would come.
+                    // Beyond a second of its budget: back to the outbox until its turn at the
+                    // whole budget would come (every instance's share: any of them may claim it
+                    // then), not due at once (this instance would claim it again, a push
+                    // service cannot be left out of a claim).
                     if queued == nil { queued = queuedForBudget() }
                     let ahead = queued?[send.key] ?? 0
                     queued?[send.key] = ahead + 1
                     if ahead >= pace.capacity(now: now, within: Self.pacingLookahead) {
-                        let turn = now.saturatingAdding(Int64(min(3_600_000, Double(ahead) / pace.rate * 1_000)))
+                        let whole = pace.rate * Double(pacing.instances)
+                        let turn = now.saturatingAdding(Int64(min(3_600_000, Double(ahead) / whole * 1_000)))
+                        let until = max(pace.nextToken(now: now), turn)
                         completed.append(
                             Completed(
                                 notification: item.notification, outcome: .pause(reason: "postponed"), provider: provider, key: send.key,
-                                postponedUntil: max(pace.nextToken(now: now), turn)))
+                                postponedUntil: until))
                         continue
                     }
                 }

@@ -303,7 +303,9 @@ public final class PostgresTestServer: Sendable {
 /// The clusters `atexit` stops: (as root, binaries folder, data folder).
 let stopAtExit = Mutex<[(Bool, String, String)]>([])
 
-/// Registers, once, the `atexit` handler that stops the clusters of ``stopAtExit``.
+/// Registers, once, the `atexit` handler that stops the clusters of ``stopAtExit`` and removes
+/// their folders (a test run's clusters took up to a gigabyte each, and a machine running the
+/// suites over and over filled its disk with them).
 let stopsAtExit: Void = {
     atexit {
         for (asRoot, binaries, data) in stopAtExit.withLock({ $0 }) {
@@ -311,6 +313,7 @@ let stopsAtExit: Void = {
             _ = asRoot
                 ? try? PostgresTestServer.execute("/usr/sbin/runuser", ["-u", "postgres", "--", binaries + "/pg_ctl"] + arguments)
                 : try? PostgresTestServer.execute(binaries + "/pg_ctl", arguments)
+            try? FileManager.default.removeItem(atPath: (data as NSString).deletingLastPathComponent)
         }
     }
 }()

@@ -54,6 +54,23 @@ struct DispatchPacingTests {
         #expect(!machine.claim(now: Self.now + 500).excludes(Self.toto))
     }
 
+    @Test("what a claim takes beyond a second of a paced sender's budget goes back until its turn at the whole budget (every instance's share); the next claim leaves the sender out")
+    func beyondLookahead() {
+        var machine = Self.machine(fcm: 20)
+        // Two instances: each paces at 10 a second, and the turns count 20.
+        machine.share(among: 2)
+        let sends = Self.claim(&machine, 1...15)
+        #expect(sends.count == 1)
+        let decisions = machine.decisions(now: Self.now, random: { 0.5 })
+        // 11 fit in this instance's next second (the first and ten more tokens), 4 go back:
+        // the 11th to 14th waiting, at 20 a second, 550 to 700 ms from now.
+        #expect(decisions.map(\.notification.id) == [12, 13, 14, 15])
+        #expect(decisions.map(\.settlement) == zip([12, 13, 14, 15], [550, 600, 650, 700]).map { Settlement.postpone(id: $0, until: Self.now + $1) })
+        #expect(decisions.allSatisfy { !$0.attempted })
+        machine.settled(4)
+        #expect(machine.claim(now: Self.now).excludes(Self.toto))
+    }
+
     @Test("a push service cannot be left out of a claim: what is claimed beyond a second of its budget goes back until its turn")
     func webPushBeyondLookahead() {
         var machine = Machine(configuration: .init(pacing: PacingTable(byKind: [.webpush: 10])))

@@ -98,11 +98,33 @@ public final class LeaseKeeper: Service, Sendable {
         try? await store.forget(instance: instance)
     }
 
-    /// A heartbeat every round, whatever the rounds do (each extends the claims' tenure).
+    /// A heartbeat and a renewal of the leases held every round, whatever the rounds do: each
+    /// heartbeat extends the claims' tenure, and a lease renewed on its own timer does not lapse
+    /// while a slow round (six queries and more over a slow, lossy link, a takeover waiting on
+    /// a locked row) takes longer than the lease (issue 33: the leases of an instance on such a
+    /// link moved back and forth between instances, each taking one reloading its tree, and its
+    /// records waited minutes).
     func beat() async {
         while await pause(SharedInstances.round, on: clock), !Task.isCancelled {
             try? await heartbeat()
+            try? await renew()
         }
+    }
+
+    /// Renews the leases held; forgets those found lost (the owner stops processing them).
+    func renew() async throws {
+        if retiring.load(ordering: .acquiring) { return }
+        let renewed = try await store.renewLeases(holder: instance, ttl: SharedInstances.leaseTTL)
+        let lost = held.withLock { held -> [String] in
+            let gone = held.filter { renewed[$0.key] != $0.value }.map(\.key)
+            for app in gone { held[app] = nil }
+            return gone
+        }
+        guard !lost.isEmpty else { return }
+        for app in lost.sorted() {
+            logger.warning("application lease lost to another instance", metadata: ["app": "\(app)"])
+        }
+        changed.signal()
     }
 
     /// Writes the heartbeat (with this instance's report); returns the database's time.
