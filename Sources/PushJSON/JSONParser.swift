@@ -159,14 +159,8 @@ public struct JSONParser {
             }
             switch input[position] {
             case UInt8(ascii: "{"):
-                if containers.count >= JSONParser.maxDepth {
-                    throw fail("nesting deeper than \(JSONParser.maxDepth) levels")
-                }
                 let open = position
-                position += 1
-                skipWhitespace()
-                if position < input.count && input[position] == UInt8(ascii: "}") {
-                    position += 1
+                if try openContainer(closedBy: UInt8(ascii: "}")) {
                     value = .object(JSONObject())
                 } else {
                     var container = Container(open: open, base: memberStack.count, isObject: true)
@@ -175,14 +169,8 @@ public struct JSONParser {
                     continue descend
                 }
             case UInt8(ascii: "["):
-                if containers.count >= JSONParser.maxDepth {
-                    throw fail("nesting deeper than \(JSONParser.maxDepth) levels")
-                }
                 let open = position
-                position += 1
-                skipWhitespace()
-                if position < input.count && input[position] == UInt8(ascii: "]") {
-                    position += 1
+                if try openContainer(closedBy: UInt8(ascii: "]")) {
                     value = .array([])
                 } else {
                     containers.push(Container(open: open, base: elementStack.count, isObject: false))
@@ -248,6 +236,20 @@ public struct JSONParser {
             }
             return value
         }
+    }
+
+    /// Steps over the `{` or `[` at `position` (refused one level past ``maxDepth``) and the
+    /// white space after it; returns whether `close` follows at once (an empty container,
+    /// stepped over too).
+    mutating func openContainer(closedBy close: UInt8) throws(JSONParseError) -> Bool {
+        if containers.count >= JSONParser.maxDepth {
+            throw fail("nesting deeper than \(JSONParser.maxDepth) levels")
+        }
+        position += 1
+        skipWhitespace()
+        guard position < input.count && input[position] == close else { return false }
+        position += 1
+        return true
     }
 
     mutating func expectLiteral(_ literal: StaticString) throws(JSONParseError) {

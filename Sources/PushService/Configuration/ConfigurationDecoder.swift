@@ -297,20 +297,10 @@ struct ConfigurationDecoder {
     static func rates(_ section: Section) -> [SubscriptionKind: Double] {
         var rates: [SubscriptionKind: Double] = [:]
         for kind in [SubscriptionKind.fcm, .hms, .apns, .webpush, .webhook] {
-            if let rate = section.rate(Self.pacingKey(kind)) { rates[kind] = rate }
+            // Keyed by the provider's name, not the subscription kind's (`fcm`, not `mobile`).
+            if let rate = section.rate(Provider(kind).rawValue) { rates[kind] = rate }
         }
         return rates
-    }
-
-    /// A kind's key under `pacing` (the provider's name, not the subscription kind's).
-    static func pacingKey(_ kind: SubscriptionKind) -> String {
-        switch kind {
-        case .fcm: "fcm"
-        case .hms: "hms"
-        case .apns: "apns"
-        case .webpush: "webpush"
-        case .webhook: "webhook"
-        }
     }
 
     /// `apps.<id>.apns`: every key checked, the private key parsed (never echoed).
