@@ -80,8 +80,10 @@ public struct DispatchStateMachine: Sendable {
 
     /// What to ask the outbox for.
     public enum Claim: Sendable, Equatable {
-        /// Up to `limit` due notifications, senders in `excluding` left out.
-        case claim(limit: Int, excluding: Set<SenderKey>)
+        /// Up to `limit` due notifications, senders in `excluding` left out, and of each sender
+        /// in `capped` (paced: its budget's next second, less what waits already) at most its
+        /// number.
+        case claim(limit: Int, excluding: Set<SenderKey>, capped: [SenderKey: Int] = [:])
         /// Every slot is taken: wait until a send ends.
         case none
     }
@@ -296,22 +298,41 @@ public struct DispatchStateMachine: Sendable {
     public mutating func claim(now: Int64, settling: Int = 0) -> Claim {
         let free = configuration.maximumInFlight - max(0, inFlight - settling)
         guard free > 0 else { return .none }
-        return .claim(limit: min(free, configuration.claimBatch), excluding: excluded(now: now))
+        let limit = min(free, configuration.claimBatch)
+        let (excluded, capped) = scope(now: now, limit: limit)
+        return .claim(limit: limit, excluding: excluded, capped: capped)
     }
 
     /// The senders left out of claims at `now`; forgets slow-downs that are over. A push
     /// service is not among them: the outbox keeps no origin to leave out (what is claimed for
     /// it is postponed).
     mutating func excluded(now: Int64) -> Set<SenderKey> {
+        scope(now: now).excluded
+    }
+
+    /// The senders left out of claims at `now`, and how many of each paced sender's
+    /// notifications a claim may take: its budget's next second (``pacingLookahead``) less what
+    /// waits already; none left, it is left out. The rest stay in the outbox, where any
+    /// instance may claim them when budget comes (claiming them to put them back cost each
+    /// claim a batch of rows; with several instances it fed on itself). A sender whose room is
+    /// `limit` or more is not capped: the claim cannot take more anyway (a budget above the
+    /// rate costs the claim nothing).
+    mutating func scope(now: Int64, limit: Int = .max) -> (excluded: Set<SenderKey>, capped: [SenderKey: Int]) {
         slowedUntil = slowedUntil.filter { $0.value > now }
         var excluded = Set(paused.filter { $0.value.probeAt > now && $0.key.kind != .webpush }.keys).union(slowedUntil.keys.filter { $0.kind != .webpush })
+        var capped: [SenderKey: Int] = [:]
         if !paces.isEmpty {
-            // A paced sender with a second of its budget waiting already: no more for now.
-            for (key, queued) in queuedForBudget() where key.kind != .webpush {
-                if let pace = paces[key], queued >= pace.capacity(now: now, within: Self.pacingLookahead) { excluded.insert(key) }
+            let queued = queuedForBudget()
+            for (key, pace) in paces where key.kind != .webpush && !excluded.contains(key) {
+                let room = pace.capacity(now: now, within: Self.pacingLookahead) - queued[key, default: 0]
+                if room <= 0 {
+                    excluded.insert(key)
+                } else if room < limit {
+                    capped[key] = room
+                }
             }
         }
-        return excluded
+        return (excluded, capped)
     }
 
     /// Waiting sends per paced sender.

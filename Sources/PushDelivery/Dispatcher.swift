@@ -242,7 +242,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             var claimed: [StoredNotification] = []
             var nextDue: Int64?
             var limit: Int?
-            if case .claim(let most, let excluding) = claim {
+            if case .claim(let most, let excluding, let capped) = claim {
                 limit = most
                 let leaseUntil = now.saturatingAdding(configuration.lease)
                 let outcome: Result<ClaimedBatch, any Error>
@@ -250,7 +250,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                     do {
                         let (result, claim) = try await store.settleAndClaimDue(
                             pending.settlements, attempts: historyAttempts(pending), settledAt: pending.now, claimant: configuration.claimant, now: now, limit: most, leaseUntil: leaseUntil,
-                            excluding: excluding)
+                            excluding: excluding, capped: capped)
                         settled(pending, result)
                         outcome = claim
                     } catch {
@@ -261,7 +261,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 } else {
                     do {
                         outcome = .success(
-                            try await store.claimDue(now: now, limit: most, claimant: configuration.claimant, leaseUntil: leaseUntil, excluding: excluding))
+                            try await store.claimDue(now: now, limit: most, claimant: configuration.claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped))
                     } catch {
                         outcome = .failure(error)
                     }

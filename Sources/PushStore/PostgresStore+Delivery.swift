@@ -31,23 +31,41 @@ extension PostgresStore: DeliveryStore {
     /// were the caller's clock: an instance whose clock was ahead took the others' claims of
     /// sends in flight, and sent them again; one behind lost its own.) `now` still says what
     /// is due: `next_attempt_at` is written by the instances' clocks.
-    public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws
+    public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]) async throws
         -> [StoredNotification]
     {
         guard limit > 0 else { return [] }
         let lease = max(0, leaseUntil.saturatingSubtracting(now))
-        let keys = excluding.sorted()
+        let keys = excluding.union(capped.keys).sorted()
+        let paced = capped.filter { !excluding.contains($0.key) }.sorted { $0.key < $1.key }
         let returned = Self.notificationColumns.split(separator: ",").map { "notification." + $0.trimmingCharacters(in: .whitespacesAndNewlines) }
             .joined(separator: ", ")
+        // `free`: the senders neither left out nor capped; `paced`: of each capped sender up to
+        // its number; together, the earliest due up to `limit` (the rows locked beyond it are
+        // let go at the statement's end).
         let query: PostgresQuery = """
-            WITH candidate AS (
-                SELECT n.id FROM notification n
+            WITH free AS (
+                SELECT n.id, n.next_attempt_at FROM notification n
                 WHERE n.next_attempt_at <= \(now) AND (n.claimed_until IS NULL OR n.claimed_until < \(unescaped: Self.databaseMilliseconds))
                   AND (n.app, n.kind, coalesce(n.destination, '')) NOT IN (SELECT * FROM unnest(\(keys.map(\.app))::text[], \(keys.map(\.kind.rawValue))::text[], \(keys.map { $0.destination ?? "" })::text[]))
                   AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
                 ORDER BY n.next_attempt_at, n.id
                 LIMIT \(Int64(limit))
-                FOR UPDATE SKIP LOCKED)
+                FOR UPDATE SKIP LOCKED),
+            paced AS (
+                SELECT c.id, c.next_attempt_at
+                FROM unnest(\(paced.map(\.key.app))::text[], \(paced.map(\.key.kind.rawValue))::text[], \(paced.map { $0.key.destination ?? "" })::text[],
+                            \(paced.map { Int64(min($0.value, limit)) })::bigint[]) AS k(app, kind, destination, most)
+                CROSS JOIN LATERAL (
+                    SELECT n.id, n.next_attempt_at FROM notification n
+                    WHERE n.app = k.app AND n.kind = k.kind AND coalesce(n.destination, '') = k.destination
+                      AND n.next_attempt_at <= \(now) AND (n.claimed_until IS NULL OR n.claimed_until < \(unescaped: Self.databaseMilliseconds))
+                      AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
+                    ORDER BY n.next_attempt_at, n.id
+                    LIMIT k.most
+                    FOR UPDATE SKIP LOCKED) c),
+            candidate AS (
+                SELECT id FROM (SELECT * FROM free UNION ALL SELECT * FROM paced) taken ORDER BY next_attempt_at, id LIMIT \(Int64(limit)))
             UPDATE notification SET claimed_by = \(claimant), claimed_until = \(unescaped: Self.databaseMilliseconds) + \(lease)
             FROM candidate WHERE notification.id = candidate.id
             RETURNING \(unescaped: returned)
@@ -93,24 +111,37 @@ extension PostgresStore: DeliveryStore {
                 ).collect().count
                 result.lost += done.count - deleted
             }
+            // Released and postponed notifications go back in one statement (a paced sender's
+            // overflow is hundreds of them a claim: one round trip each made the other
+            // instances wait for these rows' locks).
+            var backIDs: [Int64] = []
+            var backUntil: [Int64] = []
             for settlement in settlements {
                 switch settlement {
-                case .delivered, .drop:
-                    continue
                 case .release(let id):
-                    let released = try await connection.query(
-                        "UPDATE notification SET claimed_by = NULL, claimed_until = NULL WHERE id = \(id) AND claimed_by = \(claimant) RETURNING id",
-                        logger: self.logger
-                    ).collect().count
-                    if released == 0 { result.lost += 1 }
+                    backIDs.append(id)
+                    backUntil.append(0)
                 case .postpone(let id, let until):
-                    let postponed = try await connection.query(
-                        """
-                        UPDATE notification SET next_attempt_at = greatest(next_attempt_at, \(until)), claimed_by = NULL, claimed_until = NULL
-                        WHERE id = \(id) AND claimed_by = \(claimant) RETURNING id
-                        """, logger: self.logger
-                    ).collect().count
-                    if postponed == 0 { result.lost += 1 }
+                    backIDs.append(id)
+                    backUntil.append(until)
+                default:
+                    continue
+                }
+            }
+            if !backIDs.isEmpty {
+                let back = try await connection.query(
+                    """
+                    UPDATE notification SET next_attempt_at = greatest(notification.next_attempt_at, back.due), claimed_by = NULL, claimed_until = NULL
+                    FROM unnest(\(backIDs)::bigint[], \(backUntil)::bigint[]) AS back(id, due)
+                    WHERE notification.id = back.id AND notification.claimed_by = \(claimant) RETURNING notification.id
+                    """, logger: self.logger
+                ).collect().count
+                result.lost += backIDs.count - back
+            }
+            for settlement in settlements {
+                switch settlement {
+                case .delivered, .drop, .release, .postpone:
+                    continue
                 case .retry(let id, let next, let first, let attempts):
                     guard let held = try await holds(id) else {
                         result.lost += 1

@@ -49,41 +49,58 @@ extension SQLiteStore: DeliveryStore {
             arguments: arguments)
     }
 
-    public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws
+    public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]) async throws
         -> [StoredNotification]
     {
         guard limit > 0 else { return [] }
         return try await write { db in
-            try Self.claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
+            try Self.claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped)
         }
     }
 
     /// The claim and, when it took fewer than `limit`, the next due time, in one transaction.
-    public func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch {
+    public func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]) async throws
+        -> ClaimedBatch
+    {
         try await write { db in
-            try Self.claimDue(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
+            try Self.claimDue(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped)
         }
     }
 
-    static func claimDue(_ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) throws
-        -> ClaimedBatch
-    {
-        let claimed = limit > 0 ? try claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding) : []
+    static func claimDue(
+        _ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]
+    ) throws -> ClaimedBatch {
+        let claimed =
+            limit > 0 ? try claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped) : []
         guard claimed.count < limit else { return ClaimedBatch(notifications: claimed, nextDue: .notRead) }
-        return ClaimedBatch(notifications: claimed, nextDue: try nextDue(db, excluding: excluding).map { .at($0) } ?? ClaimedBatch.NextDue.none)
+        let exclusion = ClaimedBatch.nextDueExclusion(excluding, capped: capped, claimed: claimed)
+        return ClaimedBatch(notifications: claimed, nextDue: try nextDue(db, excluding: exclusion).map { .at($0) } ?? ClaimedBatch.NextDue.none)
     }
 
-    static func claim(_ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) throws
-        -> [StoredNotification]
-    {
-        let exclusion = Self.exclusion(excluding)
-        // The oldest notification of each subscription, due, not held by a live claim.
+    /// The claim: up to `limit` of the senders neither excluded nor capped, then of each capped
+    /// sender up to its number (within what is left of `limit`), in one transaction.
+    static func claim(
+        _ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]
+    ) throws -> [StoredNotification] {
+        var claimed = try claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding.union(capped.keys))
+        for (key, most) in capped.sorted(by: { $0.key < $1.key }) where !excluding.contains(key) && claimed.count < limit {
+            claimed += try claim(db, now: now, limit: min(most, limit - claimed.count), claimant: claimant, leaseUntil: leaseUntil, of: key)
+        }
+        return capped.isEmpty ? claimed : claimed.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+    }
+
+    /// The oldest notification of each subscription, due, not held by a live claim: those
+    /// `condition` selects.
+    static func claim(
+        _ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, condition: (sql: String, arguments: [String]), cached: Bool
+    ) throws -> [StoredNotification] {
+        guard limit > 0 else { return [] }
         let sql = """
                 UPDATE notification SET claimed_by = ?, claimed_until = ?
                 WHERE id IN (
                     SELECT n.id FROM notification n
                     WHERE n.next_attempt_at <= ? AND (n.claimed_until IS NULL OR n.claimed_until < ?)
-                      \(exclusion.sql)
+                      \(condition.sql)
                       AND NOT EXISTS (SELECT 1 FROM notification e
                                       WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
                     ORDER BY n.next_attempt_at, n.id
@@ -92,15 +109,32 @@ extension SQLiteStore: DeliveryStore {
                 """
         var claimed: [StoredNotification] = []
         claimed.reserveCapacity(limit)
-        try RawStatement(db, sql, cached: excluding.count <= Self.cachedExclusions).query({ binder in
+        try RawStatement(db, sql, cached: cached).query({ binder in
             try binder.bind(claimant)
             try binder.bind(leaseUntil)
             try binder.bind(now)
             try binder.bind(now)
-            for argument in exclusion.arguments { try binder.bind(argument) }
+            for argument in condition.arguments { try binder.bind(argument) }
             try binder.bind(Int64(limit))
         }, row: { claimed.append(try Self.notification($0)) })
         return claimed.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
+    }
+
+    /// Claims the senders not in `excluding`.
+    static func claim(_ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) throws
+        -> [StoredNotification]
+    {
+        try claim(
+            db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, condition: Self.exclusion(excluding),
+            cached: excluding.count <= Self.cachedExclusions)
+    }
+
+    /// Claims one sender's.
+    static func claim(_ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, of key: SenderKey) throws -> [StoredNotification] {
+        try claim(
+            db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil,
+            condition: ("AND n.app = ? AND n.kind = ? AND coalesce(n.destination, '') = ?", [key.app, key.kind.rawValue, key.destination ?? ""]),
+            cached: true)
     }
 
     public func settle(_ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
@@ -111,13 +145,17 @@ extension SQLiteStore: DeliveryStore {
     /// The settlements, then the claim and its next due time, in one transaction.
     public func settleAndClaimDue(
         _ settlements: [Settlement], attempts: [DeliveryAttempt], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64,
-        excluding: Set<SenderKey>
+        excluding: Set<SenderKey>, capped: [SenderKey: Int]
     ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
         try await write { db in
             let result =
                 settlements.isEmpty && attempts.isEmpty
                 ? SettleResult() : try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: settledAt)
-            return (result, .success(try Self.claimDue(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)))
+            return (
+                result,
+                .success(
+                    try Self.claimDue(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped))
+            )
         }
     }
 

@@ -192,8 +192,10 @@ final class SettlementsFailing: DeliveryStore {
         self.holding = holding
     }
 
-    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification] {
-        try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
+    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]) async throws
+        -> [StoredNotification]
+    {
+        try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped)
     }
 
     func settle(_ settlements: [Settlement], attempts history: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
@@ -231,8 +233,10 @@ final class FirstClaimAnswerLost: DeliveryStore {
         self.loseFirstClaim = loseFirstClaim
     }
 
-    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification] {
-        let claimed = try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
+    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]) async throws
+        -> [StoredNotification]
+    {
+        let claimed = try await store.claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped)
         let first = claims.withLock { count in
             count += 1
             return count == 1

@@ -387,6 +387,11 @@ struct DispatchStateMachineTests {
 
 extension DispatchStateMachine.Claim {
     func excludes(_ key: SenderKey) -> Bool {
-        if case .claim(_, let excluding) = self { excluding.contains(key) } else { false }
+        if case .claim(_, let excluding, _) = self { excluding.contains(key) } else { false }
+    }
+
+    /// How many of `key`'s notifications the claim may take (`nil`: not capped).
+    func cap(_ key: SenderKey) -> Int? {
+        if case .claim(_, _, let capped) = self { capped[key] } else { nil }
     }
 }

@@ -102,6 +102,39 @@ struct DeliveryStoreContractTests {
         #expect(try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 60_000, excluding: []).count == 1)
     }
 
+    @Test("a capped (paced) sender gives a claim at most its number, earliest first, the others their due ones within the limit; the next due time leaves it out once its number was taken (issue 34)", arguments: StoreKind.all)
+    func cappedSender(kind: StoreKind) async throws {
+        let store = try await kind.make().store
+        let phones = (0..<6).map { makeSubscription(path: "/p\($0)") }
+        let hook = makeSubscription(kind: .webhook, path: "/h", context: nil, destination: "orders")
+        var entries: [OutboxEntry] = []
+        for (index, phone) in phones.enumerated() { entries.append(entry(phone, try await stored(store, phone), .value, payload: "phone\(index)")) }
+        let laterHook = makeSubscription(kind: .webhook, path: "/h2", context: nil, destination: "orders")
+        try await queue(store, now: 10, entries + [entry(hook, try await stored(store, hook), .value, payload: "hook")])
+        try await queue(store, now: 900, [entry(laterHook, try await stored(store, laterHook), .value, payload: "hook later")])
+        let fcm = SenderKey(app: "toto", kind: .fcm)
+        func texts(_ claimed: [StoredNotification]) -> [String] { claimed.map { String(decoding: $0.entry.payload, as: UTF8.self) } }
+        // Two of FCM's six (the earliest), and the webhook's due one; its number taken, FCM is
+        // left out of the next due time (the webhook's later one is next).
+        let first = try await store.claimDue(now: 10, limit: 100, claimant: "x", leaseUntil: 60_000, excluding: [], capped: [fcm: 2])
+        #expect(texts(first.notifications).sorted() == ["hook", "phone0", "phone1"])
+        #expect(first.nextDue == .at(900))
+        // The limit holds over both parts.
+        let second = try await store.claim(now: 10, limit: 1, claimant: "x", leaseUntil: 60_000, excluding: [], capped: [fcm: 3])
+        #expect(texts(second) == ["phone2"])
+        // A cap not filled: FCM's later ones (none here) count for the next due time again.
+        let third = try await store.claimDue(now: 10, limit: 100, claimant: "x", leaseUntil: 60_000, excluding: [], capped: [fcm: 10])
+        #expect(texts(third.notifications).sorted() == ["phone3", "phone4", "phone5"])
+        #expect(third.nextDue == .at(900))
+        // Excluded wins over capped.
+        let late = makeSubscription(path: "/p6")
+        try await queue(store, now: 20, [entry(late, try await stored(store, late), .value, payload: "phone6")])
+        let hookOnly = try await store.claim(now: 1_000, limit: 100, claimant: "x", leaseUntil: 60_000, excluding: [fcm], capped: [fcm: 5])
+        #expect(texts(hookOnly) == ["hook later"])
+        let phoneOnly = try await store.claim(now: 1_000, limit: 100, claimant: "x", leaseUntil: 60_000, excluding: [], capped: [fcm: 5])
+        #expect(texts(phoneOnly) == ["phone6"])
+    }
+
     @Test("claimDue: the claim, and the next due time only when it took fewer than its limit (SQLite in one transaction)", arguments: StoreKind.all)
     func claimDue(kind: StoreKind) async throws {
         let store = try await kind.make().store

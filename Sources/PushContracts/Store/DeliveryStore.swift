@@ -98,8 +98,10 @@ public struct SettleResult: Sendable, Equatable {
 public protocol DeliveryStore: Sendable {
     /// Claims up to `limit` notifications that are due at `now`: for each subscription only its
     /// oldest one, and only when nobody holds a live claim on it. Senders in `excluding`
-    /// (paused, slowed down) are skipped. Ordered by due time.
-    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification]
+    /// (paused, slowed down) are skipped; of each sender in `capped` (paced) at most its
+    /// number are taken. Ordered by due time.
+    func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]) async throws
+        -> [StoredNotification]
 
     /// Applies settlements of notifications this claimant holds, in one transaction, with
     /// `attempts` into the delivery history (SPEC §13.2). `now` (milliseconds) dates the revoke
@@ -126,19 +128,22 @@ public protocol DeliveryStore: Sendable {
     /// live claim on at `now` (a paused sender's, past the retry window): how many. `keeping`:
     /// they are kept for recovery (the history is on).
     func discardWaiting(for sender: SenderKey, createdBefore: Int64, now: Int64, keeping: Bool) async throws -> Int
-    /// ``claim(now:limit:claimant:leaseUntil:excluding:)``, then, when fewer than `limit` were
-    /// due, ``nextDue(excluding:)``: one round trip where the store can (SQLite: one
-    /// transaction), two otherwise (the default).
-    func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch
+    /// ``claim(now:limit:claimant:leaseUntil:excluding:capped:)``, then, when fewer than `limit`
+    /// were due, ``nextDue(excluding:)`` (leaving out too the capped senders whose number was
+    /// taken: their budget, not the outbox, says when more go): one round trip where the store
+    /// can (SQLite: one transaction), two otherwise (the default).
+    func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]) async throws
+        -> ClaimedBatch
     /// ``settle(_:attempts:claimant:now:)`` (dated `settledAt`), then
-    /// ``claimDue(now:limit:claimant:leaseUntil:excluding:)``: one round trip where the store can
-    /// (SQLite: one transaction, undone as a whole if any part fails), two otherwise. Throws when
-    /// the settlements were not stored; the claim's own failure is in its result.
+    /// ``claimDue(now:limit:claimant:leaseUntil:excluding:capped:)``: one round trip where the
+    /// store can (SQLite: one transaction, undone as a whole if any part fails), two otherwise.
+    /// Throws when the settlements were not stored; the claim's own failure is in its result.
     func settleAndClaimDue(
         _ settlements: [Settlement], attempts: [DeliveryAttempt], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64,
-        excluding: Set<SenderKey>
+        excluding: Set<SenderKey>, capped: [SenderKey: Int]
     ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>)
 }
+
 
 /// What ``DeliveryStore/claimDue(now:limit:claimant:leaseUntil:excluding:)`` took, and when to
 /// look again.
@@ -156,6 +161,18 @@ public struct ClaimedBatch: Sendable, Equatable {
 
     public var notifications: [StoredNotification]
     public var nextDue: NextDue
+
+    /// The senders a claim that took `claimed` leaves out of its next due time: `excluding`, and
+    /// the capped ones whose number it took.
+    public static func nextDueExclusion(_ excluding: Set<SenderKey>, capped: [SenderKey: Int], claimed: [StoredNotification]) -> Set<SenderKey> {
+        guard !capped.isEmpty else { return excluding }
+        var taken: [SenderKey: Int] = [:]
+        for notification in claimed {
+            let key = SenderKey(notification.entry)
+            if capped[key] != nil { taken[key, default: 0] += 1 }
+        }
+        return excluding.union(capped.filter { taken[$0.key, default: 0] >= $0.value }.keys)
+    }
 
     public init(notifications: [StoredNotification], nextDue: NextDue) {
         self.notifications = notifications
@@ -179,26 +196,53 @@ extension DeliveryStore {
         _ settlements: [Settlement], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64, excluding: Set<SenderKey>
     ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
         try await settleAndClaimDue(
-            settlements, attempts: [], settledAt: settledAt, claimant: claimant, now: now, limit: limit, leaseUntil: leaseUntil, excluding: excluding)
+            settlements, attempts: [], settledAt: settledAt, claimant: claimant, now: now, limit: limit, leaseUntil: leaseUntil, excluding: excluding,
+            capped: [:])
     }
 
+    /// Settles, then claims with no sender capped.
     public func settleAndClaimDue(
         _ settlements: [Settlement], attempts: [DeliveryAttempt], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64,
         excluding: Set<SenderKey>
     ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
+        try await settleAndClaimDue(
+            settlements, attempts: attempts, settledAt: settledAt, claimant: claimant, now: now, limit: limit, leaseUntil: leaseUntil, excluding: excluding,
+            capped: [:])
+    }
+
+    public func settleAndClaimDue(
+        _ settlements: [Settlement], attempts: [DeliveryAttempt], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64,
+        excluding: Set<SenderKey>, capped: [SenderKey: Int]
+    ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
         let result = try await settle(settlements, attempts: attempts, claimant: claimant, now: settledAt)
         do {
-            return (result, .success(try await claimDue(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)))
+            return (
+                result,
+                .success(try await claimDue(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped))
+            )
         } catch {
             return (result, .failure(error))
         }
     }
 
+    /// Claims with no sender capped.
+    public func claim(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> [StoredNotification] {
+        try await claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: [:])
+    }
+
+    /// Claims with no sender capped, and the next due time.
     public func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>) async throws -> ClaimedBatch {
-        let claimed = try await claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding)
+        try await claimDue(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: [:])
+    }
+
+    public func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]) async throws
+        -> ClaimedBatch
+    {
+        let claimed = try await claim(now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped)
         guard claimed.count < limit else { return ClaimedBatch(notifications: claimed, nextDue: .notRead) }
         do {
-            return ClaimedBatch(notifications: claimed, nextDue: try await nextDue(excluding: excluding).map { .at($0) } ?? ClaimedBatch.NextDue.none)
+            let exclusion = ClaimedBatch.nextDueExclusion(excluding, capped: capped, claimed: claimed)
+            return ClaimedBatch(notifications: claimed, nextDue: try await nextDue(excluding: exclusion).map { .at($0) } ?? ClaimedBatch.NextDue.none)
         } catch {
             return ClaimedBatch(notifications: claimed, nextDue: .unknown(String(describing: error)))
         }
