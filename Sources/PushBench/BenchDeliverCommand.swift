@@ -44,6 +44,7 @@ struct BenchDeliver: AsyncParsableCommand {
     @Flag(help: "With --tls: send through async-http-client (the transport before the HTTP/2 one) instead.") var asyncHTTPClient = false
     @Option(help: "The folder of run_peer.sh and firebase_admin_peer.py.") var peer: String?
     @Flag(help: "Skip the firebase-admin run.") var noPeer = false
+    @Option(help: "Pace the sends to this budget (a second; delivery.pacing): one above the rate shows what pacing costs when its budget is not reached. Default: off.") var pacing: Double?
     @Flag(help: "Keep the delivery history (operations.history, on by default in the service): each attempt written with its settlement; prints the storage it took.") var history = false
     @Option(help: "Use this PostgreSQL database's outbox (emptied first) instead of SQLite: postgres://user@host:port/db.") var postgres: String?
     @Option(help: "With --postgres: worker processes claiming from the shared outbox side by side, as instances do.") var instances = 1
@@ -52,6 +53,9 @@ struct BenchDeliver: AsyncParsableCommand {
     var apns = false
 
     func run() async throws {
+        if let pacing, !(pacing >= 1 && pacing <= 1_000_000) {
+            throw ValidationError("--pacing \(pacing): a budget is 1 to 1,000,000 sends a second, as delivery.pacing's")
+        }
         if apns {
             guard tls, url == nil, postgres == nil else {
                 throw ValidationError("--apns goes with --tls (APNs speaks HTTP/2 over TLS only), without --url or --postgres: it starts its own fake")
@@ -187,6 +191,7 @@ struct BenchDeliver: AsyncParsableCommand {
         logger.logLevel = .error
         var configuration = Dispatcher.Configuration(perProvider: concurrency, perApp: concurrency, maximumInFlight: concurrency * 2)
         configuration.keepsHistory = history
+        if let pacing { configuration.machine.pacing = PacingTable(byKind: [kind: pacing]) }
         let dispatcher = Dispatcher(
             store: store, senders: OneSender(sender: LoggingSender(inner: inner, log: answers)), configuration: configuration,
             notices: NoNotices(), index: NoIndex(), clock: SystemClock(), logger: logger)

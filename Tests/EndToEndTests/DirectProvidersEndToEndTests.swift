@@ -47,7 +47,9 @@ struct DirectProvidersEndToEndTests {
     }
 
     /// A configuration of `apps` (each with APNs and Web Push on the fakes) written to a new folder.
-    static func configure(_ fakes: FakeProviders, vapid: P256.Signing.PrivateKey, apps: [String], extra: String = "") throws -> (folder: URL, config: String) {
+    static func configure(_ fakes: FakeProviders, vapid: P256.Signing.PrivateKey, apps: [String], extra: String = "", webPush: String = "") throws
+        -> (folder: URL, config: String)
+    {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-direct-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         try Data(fakes.apnsPrivateKeyPEM.utf8).write(to: folder.appendingPathComponent("AuthKey.p8"))
@@ -68,7 +70,7 @@ struct DirectProvidersEndToEndTests {
                   \(app):
                     auth: {hs256Secret: "\(secret(app))"}
                     apns: {teamId: \(FakeProviders.apnsTeamID), keyId: \(FakeProviders.apnsKeyID), privateKey: file:./AuthKey.p8, topic: \(FakeProviders.apnsTopic), endpoint: "\(fakes.apnsEndpoint)"}
-                    webpush: {vapidPrivateKey: file:./vapid.pem, subject: "mailto:push-admin@example.com", allowPrivateAddresses: true}
+                    webpush: {vapidPrivateKey: file:./vapid.pem, subject: "mailto:push-admin@example.com", allowPrivateAddresses: true\(webPush)}
                     keys: "\(keyset.path)"
                     signingKey: sig-es
 
@@ -230,6 +232,49 @@ struct DirectProvidersEndToEndTests {
         Row(app: "p1", kind: .webpush, fixture: "webpush-bad-jwt", expected: "retried"),
         Row(app: "p2", kind: .webpush, fixture: "webpush-unauthorized", expected: "retried"),
     ]
+
+    @Test("Declarative Web Push: the application's notification template around the data map, as Python's http_ece decrypts it from what the push service received (issue 34)")
+    func declarativeWebPush() async throws {
+        try PythonPackages.require("http_ece", package: "http-ece")
+        let fakes = try await FakeProviders.start(tls: true)
+        defer { Task { await fakes.stop() } }
+        let vapid = P256.Signing.PrivateKey()
+        fakes.setWebPushVAPIDKey(Base64URL.encodeToString(vapid.publicKey.x963Representation))
+        let template = #", notification: {title: "{app}: {path}", body: "{field}", field: headline, navigate: "https://news.example/read{path}"}"#
+        let (folder, config) = try Self.configure(fakes, vapid: vapid, apps: ["toto"], webPush: template)
+        let service = try RunningService(config: config)
+        let port = try await service.port()
+        try await ServiceEndToEndTests.eventually("ready") { try RunCommandTests.curl(["http://127.0.0.1:\(port)/readyz"]).status == 200 }
+        _ = try Self.subscribe(port, #"{"kind":"webpush","mode":"value","format":"v1","path":"/news/today","context":\#(fakes.webPushSubscription("safari"))}"#)
+        let socket = try SocketClient(path: folder.appendingPathComponent("in.sock").path)
+        socket.send(#"{"seq":1,"app":"toto","op":"put","path":"/news/today","data":{"headline":"Le café ouvre à 8 h","id":7}}"# + "\n")
+        let answers = try await onThread { socket.answers(1, timeout: 30) }
+        #expect(answers.first?.contains(#""ok":true"#) == true, "\(answers)")
+        try await ServiceEndToEndTests.eventually("the delivery") { fakes.received(provider: "webpush").contains { $0.target == "safari" && $0.status == 201 } }
+        let received = try #require(fakes.received(provider: "webpush").first { $0.target == "safari" })
+        let secrets = try #require(fakes.webPushSubscriberSecrets("safari"))
+        let script = """
+            import base64, json, sys
+            import http_ece
+            from cryptography.hazmat.primitives.asymmetric import ec
+            def b(t): return base64.urlsafe_b64decode(t + "=" * (-len(t) % 4))
+            private = ec.derive_private_key(int.from_bytes(b(sys.argv[1]), "big"), ec.SECP256R1())
+            message = json.loads(http_ece.decrypt(b(sys.argv[3]), private_key=private, auth_secret=b(sys.argv[2]), version="aes128gcm"))
+            n = message["notification"]
+            print(json.dumps([message["web_push"], n["title"], n["body"], n["navigate"], message["t"], message["sp"], json.loads(message["d"])], ensure_ascii=False))
+            """
+        let process = TestProcesses.make(command: "python3", ["-c", script, secrets.privateKey, secrets.auth, Base64URL.encodeToString(received.raw)])
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try TestProcesses.launch(process)
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        #expect(
+            text.trimmingCharacters(in: .whitespacesAndNewlines)
+                == #"[8030, "toto: /news/today", "Le café ouvre à 8 h", "https://news.example/read/news/today", "value", "/news/today", {"headline": "Le café ouvre à 8 h", "id": 7}]"#,
+            "\(text)")
+    }
 
     @Test("records through the socket reach the APNs device and the browser (v1, v2 signed, v2 encrypted to the device key); every answer of both tables as the process meets it")
     func deliveriesAndAnswers() async throws {

@@ -3,6 +3,7 @@ import Foundation
 import PushCore
 import PushJSON
 import PushJOSE
+import PushMatching
 import PushIngest
 @testable import PushService
 import Testing
@@ -80,6 +81,13 @@ extension ConfigurationTests {
             "apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"https://example.com\"}}}",
             environment.merging(["PUSHDISPATCH_APPS_TOTO_WEBPUSH_ALLOWEDHOSTS": "fcm.googleapis.com, *.notify.windows.com"]) { $1 })
         #expect(overridden.apps["toto"]?.webpush?.allowedHosts == ["fcm.googleapis.com", "*.notify.windows.com"])
+        // The Declarative Web Push template (issue 34).
+        let templated = try load(
+            #"apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: "mailto:a@b.c", notification: {title: "{app}", body: "{field}", field: headline, navigate: "https://e.com{path}", mutable: true}}}}"#,
+            environment)
+        #expect(
+            templated.apps["toto"]?.webpush?.notification
+                == (try WebPushNotification(title: "{app}", body: "{field}", navigate: "https://e.com{path}", field: "headline", mutable: true)))
 
         for (text, expected) in [
             ("apps: {toto: {apns: {}}}", "apps.toto.apns.teamId: missing"),
@@ -97,6 +105,10 @@ extension ConfigurationTests {
             ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", allowedHosts: fcm.googleapis.com}}}", "apps.toto.webpush.allowedHosts: expected a list of strings"),
             ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", allowPrivateAddresses: sometimes}}}", "apps.toto.webpush.allowPrivateAddresses: expected true or false"),
             ("apps: {toto: {webpush: {vapidKey: x}}}", "apps.toto.webpush.vapidKey: unknown key"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", notification: {body: x}}}}", "apps.toto.webpush.notification.title: missing"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", notification: {title: x}}}}", "apps.toto.webpush.notification.navigate: missing; the https:// page"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", notification: {title: \"{user}\", navigate: \"https://e.com\"}}}}", "apps.toto.webpush.notification.title: {user} is not a name"),
+            ("apps: {toto: {webpush: {vapidPrivateKey: env:VAPID_KEY, subject: \"mailto:a@b.c\", notification: {title: x, navigate: \"http://e.com\"}}}}", "apps.toto.webpush.notification.navigate: expected an https:// URL"),
             (
                 "apps: {a: {apns: {teamId: TEAM012345, keyId: KEY0123456, privateKey: env:APNS_KEY, topic: a.b}}, b: {apns: {teamId: TEAM012345, keyId: KEY0123456, privateKey: env:OTHER_KEY, topic: b.c}}}",
                 "apps.b.apns.privateKey: key KEY0123456 of team TEAM012345 is another key in apps.a.apns"

@@ -6,7 +6,8 @@ import PushMatching
 ///
 /// - `mobile`, `huawei` and `apns`: the data payload, v1 or v2, with the size rule of §7.4;
 /// - `webpush`: the same at the Web Push bound (``PayloadLimit/webPushBytes``), the payload
-///   being the plaintext the sender encrypts;
+///   being the plaintext the sender encrypts; with the application's notification template, a
+///   Declarative Web Push message around it (``WebPushNotification``);
 /// - `webhook`: the body of §8 without its `id` (which the sender adds, stable across retries):
 ///   `{"app","uid","subscription","path","context","event"}`, the event plain (§11.11) and
 ///   degraded like §7.4 at the webhook limit, measured on the event.
@@ -18,10 +19,13 @@ public struct NotificationBuilder: Sendable {
     private var v2 = V2PayloadBuilder()
     private let v1WebPush = V1PayloadBuilder(limit: PayloadLimit.webPushBytes)
     private var v2WebPush = V2PayloadBuilder(limit: PayloadLimit.webPushBytes)
+    /// The applications' Web Push notification templates (`apps.<id>.webpush.notification`).
+    let webPushNotifications: [String: WebPushNotification]
 
-    public init(sealers: any SealerProvider, webhookLimit: Int = 1 << 20) {
+    public init(sealers: any SealerProvider, webhookLimit: Int = 1 << 20, webPushNotifications: [String: WebPushNotification] = [:]) {
         self.sealers = sealers
         self.webhookLimit = webhookLimit
+        self.webPushNotifications = webPushNotifications
     }
 
     /// Appends the payload of `notice` to `out`; returns the status of a value or childEvent
@@ -40,6 +44,9 @@ public struct NotificationBuilder: Sendable {
                 return try v2.build(notice.event, sealer: try sealers.sealer(for: subscription), into: &out)
             }
         case .webpush:
+            if let template = webPushNotifications[subscription.app], notice.event.mode != nil {
+                return try writeDeclarative(notice, template: template, into: &out)
+            }
             switch subscription.format {
             case .v1:
                 return v1WebPush.build(notice.event, into: &out)
@@ -47,6 +54,27 @@ public struct NotificationBuilder: Sendable {
                 return try v2WebPush.build(notice.event, sealer: try sealers.sealer(for: subscription), into: &out)
             }
         }
+    }
+
+    /// A Web Push payload with the application's notification: the declarative opening, then
+    /// the data map's members, the whole bound like the data map alone (SPEC §7.4 at the Web
+    /// Push bound): the data map degrades within what the notification leaves. Revocations go
+    /// without one (nothing for the user to see).
+    private mutating func writeDeclarative(_ notice: Notice, template: WebPushNotification, into out: inout JSONWriter) throws -> PayloadStatus? {
+        let start = out.count
+        template.writeOpening(for: notice.event, into: &out)
+        let limit = PayloadLimit.webPushBytes - (out.count - start) + 1
+        var data = JSONWriter(capacity: 1_024)
+        let status: PayloadStatus?
+        switch notice.subscription.format {
+        case .v1:
+            status = v1WebPush.build(notice.event, into: &data, limit: limit)
+        case .v2:
+            status = try v2WebPush.build(notice.event, sealer: try sealers.sealer(for: notice.subscription), into: &data, limit: limit)
+        }
+        // The data map's members after the opening's: its `{` left out.
+        data.withUnsafeBytes { bytes in out.raw(UnsafeBufferPointer(rebasing: bytes.dropFirst())) }
+        return status
     }
 
     /// The payload of `notice` as bytes, and its status.

@@ -11,12 +11,16 @@ public struct PipelineSettings: Sendable {
     /// revoked with reason `permission_denied`. `nil`: the default, which grants every
     /// authenticated subscriber and reads no data, so nothing is ever checked again.
     public var rules: ReadRules?
+    /// `webpush.notification`: the notification Web Push subscribers' browsers show
+    /// (Declarative Web Push, issue 34). `nil`: the data map alone, as before.
+    public var webPushNotification: WebPushNotification?
 
     public static let standard = PipelineSettings(maxWeight: 1 << 20)
 
-    public init(maxWeight: Int, rules: ReadRules? = nil) {
+    public init(maxWeight: Int, rules: ReadRules? = nil, webPushNotification: WebPushNotification? = nil) {
         self.maxWeight = maxWeight
         self.rules = rules
+        self.webPushNotification = webPushNotification
     }
 }
 

@@ -49,7 +49,7 @@ public struct RecordEngine: Sendable {
         registry: SubscriptionRegistry, view: TreeView? = nil, configuration: Configuration = Configuration(), logger: Logger
     ) {
         self.pipeline = RecordPipeline(processor: trees.processor, settings: { settings[$0] ?? .standard })
-        self.builder = NotificationBuilder(sealers: sealers)
+        self.builder = NotificationBuilder(sealers: sealers, webPushNotifications: settings.compactMapValues(\.webPushNotification))
         self.journalBytes = trees.journalBytes
         self.registry = registry
         self.settings = settings

@@ -15,9 +15,11 @@ public struct V1PayloadBuilder: Sendable {
     }
 
     /// Appends the data payload of `event` to `out`; returns the status of a value or
-    /// childEvent payload (`nil` for noData and revocations).
+    /// childEvent payload (`nil` for noData and revocations). `limit`: another bound than the
+    /// builder's, for this payload (one that rides with more, as a Web Push notification).
     @discardableResult
-    public func build(_ event: Event, into out: inout JSONWriter) -> PayloadStatus? {
+    public func build(_ event: Event, into out: inout JSONWriter, limit: Int? = nil) -> PayloadStatus? {
+        let limit = limit ?? self.limit
         let start = out.count
         switch event.body {
         case .noData:

@@ -14,9 +14,10 @@ public struct V2PayloadBuilder: Sendable {
     /// Appends the data payload of `event` to `out`; returns the status chosen (`nil` for
     /// noData and revocations).
     @discardableResult
-    public mutating func build(_ event: Event, sealer: some EventSealer, into out: inout JSONWriter) throws
+    public mutating func build(_ event: Event, sealer: some EventSealer, into out: inout JSONWriter, limit: Int? = nil) throws
         -> PayloadStatus?
     {
+        let limit = limit ?? self.limit
         let start = out.count
         let statuses = EventWriter.statuses(for: event)
         // {"srv":"webcom",("kid":K,)"evt":"…","ver":"v2"} around the token.

@@ -82,7 +82,8 @@ struct PreparedApplication: Sendable {
         rules.checkContext = Self.contextCheck(id, app)
         return PreparedApplication(
             id: id, keys: keys, signingKey: signingKey, rules: rules,
-            settings: PipelineSettings(maxWeight: app.subscriptions.maxWeight, rules: app.rules?.rules), verifier: verifier,
+            settings: PipelineSettings(maxWeight: app.subscriptions.maxWeight, rules: app.rules?.rules, webPushNotification: app.webpush?.notification),
+            verifier: verifier,
             readRules: app.readRules)
     }
 

@@ -5,6 +5,7 @@ import PushJSON
 import PushDelivery
 import PushIngest
 import PushJOSE
+import PushMatching
 
 /// Turns the configuration JSON into a ``ServiceConfiguration``, checking every key. A problem
 /// names the key (and the variable that set it, if one did), says what is wrong and what was
@@ -382,7 +383,28 @@ struct ConfigurationDecoder {
         }
         return AppConfiguration.WebPush(
             vapidPrivateKey: key ?? Secret(""), subject: subject, allowedHosts: allowedHosts,
-            allowPrivateAddresses: section.boolean("allowPrivateAddresses") ?? false)
+            allowPrivateAddresses: section.boolean("allowPrivateAddresses") ?? false,
+            notification: section.has("notification") ? webPushNotification(section.section("notification"), report: report) : nil)
+    }
+
+    /// `apps.<id>.webpush.notification`: the Declarative Web Push template, checked.
+    func webPushNotification(_ section: Section, report: ProblemReport) -> WebPushNotification? {
+        for member in ["title", "navigate"] where !section.has(member) {
+            report.add(
+                "\(section.path).\(member)", .missing,
+                member == "title"
+                    ? "missing; the notification's title, e.g. \"{app}: {path} changed\""
+                    : "missing; the https:// page the notification opens, e.g. \"https://example.com/app{path}\"")
+        }
+        guard let title = section.nonEmptyString("title"), let navigate = section.nonEmptyString("navigate") else { return nil }
+        do {
+            return try WebPushNotification(
+                title: title, body: section.string("body") ?? "", navigate: navigate, field: section.string("field"),
+                mutable: section.boolean("mutable") ?? false)
+        } catch {
+            report.add(section.label(error.member), .invalid, error.reason)
+            return nil
+        }
     }
 
     /// `apps.<id>.rules`: a rules file, or the rules document inline (SPEC §12).

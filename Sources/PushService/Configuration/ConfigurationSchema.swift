@@ -51,6 +51,9 @@ indirect enum ConfigurationSchema: Sendable {
             "webpush": .object([
                 "vapidPrivateKey": .leaf(.secret), "subject": .leaf(.string), "allowedHosts": .leaf(.list),
                 "allowPrivateAddresses": .leaf(.boolean),
+                "notification": .object([
+                    "title": .leaf(.string), "body": .leaf(.string), "navigate": .leaf(.string), "field": .leaf(.string), "mutable": .leaf(.boolean),
+                ]),
             ]),
             "webhooks": .names(.object(["url": .leaf(.string), "secret": .leaf(.secret), "pacing": .leaf(.rate)])),
             "pacing": .object(["fcm": .leaf(.rate), "hms": .leaf(.rate), "apns": .leaf(.rate), "webpush": .leaf(.rate), "webhook": .leaf(.rate)]),

@@ -296,6 +296,10 @@ public struct AppConfiguration: Sendable, Equatable {
         /// `allowPrivateAddresses`: allow endpoints on loopback, private and reserved
         /// addresses. Default false (tests with local fakes only).
         public var allowPrivateAddresses: Bool
+        /// `notification`: the notification the browser shows, sent as a Declarative Web Push
+        /// message around the data map (`title`, `body`, `navigate`, `field`, `mutable`).
+        /// Default none: the data map alone.
+        public var notification: WebPushNotification?
     }
 
     public struct Subscriptions: Sendable, Equatable {
