@@ -34,6 +34,19 @@ public enum ProviderMessages {
         return writer.bytes
     }
 
+    /// A Push Kit v3 `messages:send` body for HarmonyOS (sent with `push-type: 6`, a
+    /// background message): the payload as the string `extraData` the app receives, `target`
+    /// a token array of one.
+    public static func harmony(token: String, data: [UInt8]) -> [UInt8] {
+        var writer = JSONWriter(capacity: data.count * 5 / 4 + 128)
+        writer.raw(#"{"payload":{"extraData":"#)
+        data.withUnsafeBufferPointer { writer.writeEscaped($0) }
+        writer.raw(#"},"target":{"token":["#)
+        writer.writeString(token)
+        writer.raw("]}}")
+        return writer.bytes
+    }
+
     /// An APNs background push body: `aps` with `content-available: 1` and nothing visible,
     /// then the data map's members (the v1/v2 keys) beside it. 30 bytes more than the data map
     /// (``PayloadLimit/apnsOverhead``).
