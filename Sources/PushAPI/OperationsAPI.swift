@@ -170,7 +170,7 @@ public struct OperationsAPI: Sendable {
         let app = parameters.get("app")
         let provider = parameters.get("provider")
         if let provider, Self.kind(provider) == nil, provider != "none" {
-            throw APIError.badRequest("provider: expected fcm, hms, apns, webpush or webhook, got \(quotedText(provider))")
+            throw APIError.badRequest("provider: expected fcm, hms, harmonyos, apns, webpush or webhook, got \(quotedText(provider))")
         }
         let outcome = try parameters.get("outcome").map { text -> DeliveryAttempt.Outcome in
             guard let outcome = DeliveryAttempt.Outcome(rawValue: text) else {
@@ -332,10 +332,10 @@ public struct OperationsAPI: Sendable {
 
     func provider(_ body: JSON, required: Bool) throws -> SubscriptionKind? {
         guard let text = try optionalString(body, "provider") else {
-            if required { throw APIError.badRequest("provider: required (fcm, hms, apns, webpush or webhook)") }
+            if required { throw APIError.badRequest("provider: required (fcm, hms, harmonyos, apns, webpush or webhook)") }
             return nil
         }
-        guard let kind = Self.kind(text) else { throw APIError.badRequest("provider: expected fcm, hms, apns, webpush or webhook, got \(quotedText(text))") }
+        guard let kind = Self.kind(text) else { throw APIError.badRequest("provider: expected fcm, hms, harmonyos, apns, webpush or webhook, got \(quotedText(text))") }
         return kind
     }
 
@@ -344,6 +344,7 @@ public struct OperationsAPI: Sendable {
         switch provider {
         case "fcm": .fcm
         case "hms": .hms
+        case "harmonyos": .harmonyos
         case "apns": .apns
         case "webpush": .webpush
         case "webhook": .webhook
@@ -355,6 +356,7 @@ public struct OperationsAPI: Sendable {
         switch kind {
         case .fcm: "fcm"
         case .hms: "hms"
+        case .harmonyos: "harmonyos"
         case .apns: "apns"
         case .webpush: "webpush"
         case .webhook: "webhook"

@@ -45,7 +45,9 @@ public struct CredentialHealth: Sendable, Equatable {
     }
 
     /// An OAuth token cache's state at `now` (milliseconds).
-    static func oauth(app: String, provider: Provider, identity: String, fetches: AccessTokenCache.FetchHistory, now: Int64) -> CredentialHealth {
+    static func oauth(
+        app: String, provider: Provider, identity: String, fetches: AccessTokenCache.FetchHistory, now: Int64, mechanism: String = "oauth"
+    ) -> CredentialHealth {
         let state: State
         if let failed = fetches.failedAt, failed >= (fetches.fetchedAt ?? .min) {
             state = .failing
@@ -56,7 +58,7 @@ public struct CredentialHealth: Sendable, Equatable {
         } else {
             state = .idle
         }
-        var health = CredentialHealth(app: app, provider: provider, mechanism: "oauth", identity: identity, state: state)
+        var health = CredentialHealth(app: app, provider: provider, mechanism: mechanism, identity: identity, state: state)
         health.issuedAt = fetches.fetchedAt
         health.expiresAt = fetches.expiresAt
         health.renewsAt = fetches.refreshAt
@@ -89,6 +91,10 @@ extension ApplicationSenders {
         var all: [CredentialHealth] = []
         if let fcm { all.append(.oauth(app: app, provider: .fcm, identity: fcm.identity, fetches: fcm.tokens.fetches, now: now)) }
         if let hms { all.append(.oauth(app: app, provider: .hms, identity: hms.identity, fetches: hms.tokens.fetches, now: now)) }
+        if let harmonyos {
+            // A JWT the service signs itself: "fetched" is when it was signed.
+            all.append(.oauth(app: app, provider: .harmonyos, identity: harmonyos.identity, fetches: harmonyos.tokens.fetches, now: now, mechanism: "jwt"))
+        }
         if let apns { all.append(.apns(app: app, token: apns.token, now: now)) }
         if let webpush {
             let signed = webpush.headers.signed

@@ -124,7 +124,7 @@ extension AnswerClassifier {
             return byHTTPStatus(answer.status, summary: summary, retryAfter: retryAfter)
         case nil:
             if (200..<300).contains(answer.status) {
-                return .retry(reason: "Push Kit answered \(answer.status) without a result code", retryAfter: retryAfter, slowDown: false)
+                return .retry(reason: summary + " (no result code)", retryAfter: retryAfter, slowDown: false)
             }
             return byHTTPStatus(answer.status, summary: summary, retryAfter: retryAfter)
         }

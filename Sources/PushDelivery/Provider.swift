@@ -5,6 +5,7 @@ import PushCore
 public enum Provider: String, Sendable, CaseIterable, CustomStringConvertible {
     case fcm
     case hms
+    case harmonyos
     case apns
     case webpush
     case webhook
@@ -14,6 +15,7 @@ public enum Provider: String, Sendable, CaseIterable, CustomStringConvertible {
         switch kind {
         case .fcm: self = .fcm
         case .hms: self = .hms
+        case .harmonyos: self = .harmonyos
         case .apns: self = .apns
         case .webpush: self = .webpush
         case .webhook: self = .webhook

@@ -5,15 +5,18 @@ import PushContracts
 public struct ApplicationSenders: Sendable {
     public var fcm: FCMSender?
     public var hms: HMSSender?
+    public var harmonyos: HarmonySender?
     public var apns: APNsSender?
     public var webpush: WebPushSender?
     public var webhooks: [String: WebhookSender]
 
     public init(
-        fcm: FCMSender? = nil, hms: HMSSender? = nil, apns: APNsSender? = nil, webpush: WebPushSender? = nil, webhooks: [String: WebhookSender] = [:]
+        fcm: FCMSender? = nil, hms: HMSSender? = nil, harmonyos: HarmonySender? = nil, apns: APNsSender? = nil, webpush: WebPushSender? = nil,
+        webhooks: [String: WebhookSender] = [:]
     ) {
         self.fcm = fcm
         self.hms = hms
+        self.harmonyos = harmonyos
         self.apns = apns
         self.webpush = webpush
         self.webhooks = webhooks
@@ -35,6 +38,7 @@ public struct SenderTable: SenderDirectory {
         switch entry.kind {
         case .fcm: return app.fcm
         case .hms: return app.hms
+        case .harmonyos: return app.harmonyos
         case .apns: return app.apns
         case .webpush: return app.webpush
         case .webhook: return entry.destination.flatMap { app.webhooks[$0] }

@@ -52,18 +52,19 @@ struct ClientOptions: ParsableArguments {
                 keyStore: keyFile.map { FileDeviceKeyStore(fileURL: URL(fileURLWithPath: $0)) }, sharedKeys: shared))
     }
 
-    /// `fcm:…`, `hms:…`, `apns:…` or `webpush:…`.
+    /// `fcm:…`, `hms:…`, `harmonyos:…`, `apns:…` or `webpush:…`.
     static func deviceToken(_ text: String) throws -> DeviceToken {
         guard let colon = text.firstIndex(of: ":") else {
-            throw ValidationError("--device: expected fcm:TOKEN, hms:TOKEN, apns:HEX or webpush:JSON")
+            throw ValidationError("--device: expected fcm:TOKEN, hms:TOKEN, harmonyos:TOKEN, apns:HEX or webpush:JSON")
         }
         let value = String(text[text.index(after: colon)...])
         switch text[..<colon] {
         case "fcm": return try .fcm(value)
         case "hms": return try .hms(value)
+        case "harmonyos": return try .harmonyOS(value)
         case "apns": return try .apns(hex: value)
         case "webpush": return try .webPush(subscriptionJSON: value)
-        default: throw ValidationError("--device: expected fcm:, hms:, apns: or webpush: before the token")
+        default: throw ValidationError("--device: expected fcm:, hms:, harmonyos:, apns: or webpush: before the token")
         }
     }
 }

@@ -31,6 +31,8 @@ import Synchronization
 /// - HMS (`POST /v1/{clientId}/messages:send`): a bearer token it issued; `data` a JSON string;
 ///   `token` an array of 1 to 1000 strings; urgency high; the body without tokens ≤ 4096 bytes.
 ///   Business errors come with HTTP 200, as Huawei's do.
+/// - Push Kit v3 for HarmonyOS (`POST /v3/{projectId}/messages:send`): a PS256 service-account
+///   JWT, `push-type: 6`, `extraData` (`FakeProviders+Harmony.swift`).
 /// - Webhooks (`POST /hooks/{name}`): a Standard Webhooks signature that verifies with the
 ///   registered secret and a timestamp within five minutes.
 /// - APNs (`POST /3/device/{token}`, HTTP/2 when started with `tls`): the team's provider JWT,
@@ -104,6 +106,9 @@ public final class FakeProviders: Sendable {
         var answered: [String: Int] = [:]
         var googleTokens: Set<String> = []
         var hmsTokens: Set<String> = []
+        /// Push Kit v3 JWTs seen, and those to refuse as expired.
+        var seenHarmonyJWTs: Set<String> = []
+        var expiredHarmonyJWTs: Set<String> = []
         var issued = 0
         /// What the token endpoints answer instead of a token (credential faults).
         var googleOAuthFault: Step?
@@ -133,6 +138,9 @@ public final class FakeProviders: Sendable {
     public let hmsClientSecret = "s3cr/et+&="
     public let webhookSecrets: [String: String]
     public let baseURL: String
+    /// The Push Kit service account's key, as PEM, and its public half.
+    let harmonyKeyPEM: String
+    let harmonyPublicKey: _RSA.Signing.PublicKey
     /// The APNs team's signing key (its `.p8`), made at start.
     let apnsKey: P256.Signing.PrivateKey
     let clock: any ServiceClock
@@ -167,6 +175,9 @@ public final class FakeProviders: Sendable {
         }
         router.post("/v1/:client/messages:send") { request, context in
             try await box.fakes!.hms(request, client: context.parameters.get("client") ?? "")
+        }
+        router.post("/v3/:project/messages:send") { request, context in
+            try await box.fakes!.harmony(request, project: context.parameters.get("project") ?? "")
         }
         router.post("/hooks/:name") { request, context in try await box.fakes!.webhook(request, name: context.parameters.get("name") ?? "") }
         router.post("/3/device/:token") { request, context in try await box.fakes!.apns(request, token: context.parameters.get("token") ?? "") }
@@ -236,6 +247,8 @@ public final class FakeProviders: Sendable {
         writer.write(document)
         serviceAccountJSON = writer.bytes
         serviceAccount = try ServiceAccountKey(json: serviceAccountJSON)
+        harmonyKeyPEM = key.pemRepresentation
+        harmonyPublicKey = key.publicKey
         self.baseURL = baseURL
         self.apnsKey = P256.Signing.PrivateKey()
         self.webhookSecrets = webhooks

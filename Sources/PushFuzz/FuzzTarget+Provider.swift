@@ -4,7 +4,7 @@ import PushJSON
 
 extension FuzzTarget {
     /// `provider`: what the providers answer (PushDelivery's `AnswerClassifier`, SPEC §8). The
-    /// first byte chooses the classifier (FCM, HMS, APNs, Web Push, webhook, OAuth token
+    /// first byte chooses the classifier (FCM, HMS, APNs, Web Push, webhook, Push Kit v3, OAuth token
     /// endpoint), the next two the HTTP status, the next one the length of a `Retry-After`
     /// value that follows (255: none); the rest is the body.
     ///
@@ -17,7 +17,7 @@ extension FuzzTarget {
     ///   (`RetryAfter.format`) back to the same second.
     public static func provider(_ data: UnsafeBufferPointer<UInt8>) throws(FuzzViolation) {
         var input = FuzzInput(data)
-        let kind = input.byte() % 6
+        let kind = input.byte() % 7
         let status = Int(input.byte()) << 8 | Int(input.byte())
         let retryLength = Int(input.byte())
         var retryAfter: String?
@@ -35,6 +35,7 @@ extension FuzzTarget {
         case 2: outcome = AnswerClassifier.apns(answer, now: now)
         case 3: outcome = AnswerClassifier.webPush(answer, now: now)
         case 4: outcome = AnswerClassifier.webhook(answer, now: now)
+        case 5: outcome = AnswerClassifier.harmony(answer, token: "fuzz-token", now: now)
         default:
             switch AnswerClassifier.oauth(answer, now: now) {
             case .success(let token):

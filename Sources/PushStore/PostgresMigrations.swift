@@ -9,7 +9,15 @@ import PushJSON
 enum PostgresMigrations {
     /// Version → its statements (one statement each: the extended protocol runs one at a time).
     static let migrations: [(version: Int32, statements: [String])] = [
-        (1, version1), (2, version2), (3, version3), (4, version4), (5, version5), (6, version6),
+        (1, version1), (2, version2), (3, version3), (4, version4), (5, version5), (6, version6), (7, version7),
+    ]
+
+    /// Version 7 (issue 34): the kind `harmonyos` (Push Kit v3).
+    static let version7: [String] = [
+        "ALTER TABLE subscription DROP CONSTRAINT subscription_kind_check",
+        "ALTER TABLE subscription ADD CONSTRAINT subscription_kind_check CHECK (kind IN ('mobile', 'huawei', 'harmonyos', 'webhook', 'apns', 'webpush'))",
+        "ALTER TABLE notification DROP CONSTRAINT notification_kind_check",
+        "ALTER TABLE notification ADD CONSTRAINT notification_kind_check CHECK (kind IN ('mobile', 'huawei', 'harmonyos', 'webhook', 'apns', 'webpush'))",
     ]
 
     /// Version 6 (issue 32): each instance's report (its rates, sends in flight, pauses and

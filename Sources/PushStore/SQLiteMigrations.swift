@@ -32,6 +32,9 @@ enum SQLiteMigrations {
         migrator.registerMigration("v9 coalesced records kept on their notification, moved to the history with it") { db in
             try db.execute(sql: v9)
         }
+        migrator.registerMigration("v10 kind harmonyos") { db in
+            try v10(db)
+        }
         return migrator
     }
 
@@ -471,6 +474,70 @@ extension SQLiteMigrations {
             attempts            INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
             claimed_until       INTEGER,
             claimed_by          TEXT,
+            CHECK ((kind = 'webhook') = (destination IS NOT NULL)),
+            CHECK (kind = 'webhook' OR target IS NOT NULL)
+        ) STRICT
+        """
+
+    /// Version 10 (issue 34): the kind `harmonyos` (Push Kit v3). Rebuilt as version 6 was,
+    /// with version 9's columns; its tally row made.
+    static func v10(_ db: Database) throws {
+        try rebuild(
+            db,
+            [
+                ("subscription", v10Subscription, "handle, id, app, uid, kind, destination, path, context, mode, format, encryption, created_at, expires_at, auth"),
+                ("notification", v10Notification,
+                 "id, app, subscription_handle, subscription_id, kind, target, destination, event, coalescable, payload, record_seq, created_at, next_attempt_at, first_attempt_at, attempts, claimed_until, claimed_by, coalesced, coalesced_first, coalesced_last, coalesced_at"),
+            ], suffix: "_v10")
+        try db.execute(sql: "INSERT INTO tally (name, value) VALUES ('subscription:harmonyos', 0)")
+    }
+
+    static let v10Subscription = """
+        CREATE TABLE subscription_v10 (
+            handle      INTEGER PRIMARY KEY AUTOINCREMENT,
+            id          TEXT    NOT NULL UNIQUE,
+            app         TEXT    NOT NULL CHECK (length(CAST(app AS BLOB)) BETWEEN 1 AND 128),
+            uid         TEXT    NOT NULL CHECK (uid <> ''),
+            kind        TEXT    NOT NULL CHECK (kind = 'mobile' OR kind = 'huawei' OR kind = 'harmonyos' OR kind = 'webhook' OR kind = 'apns' OR kind = 'webpush'),
+            destination TEXT    NOT NULL,
+            path        TEXT    NOT NULL CHECK (substr(path, 1, 1) = '/'
+                                                AND length(CAST(path AS BLOB)) <= 2048),
+            context     TEXT    NOT NULL,
+            mode        TEXT    NOT NULL CHECK (mode = 'value' OR mode = 'noData' OR mode = 'childEvent'),
+            format      TEXT    NOT NULL CHECK (format = 'v1' OR format = 'v2'),
+            encryption  TEXT    CHECK (encryption IS NULL OR json_valid(encryption)),
+            created_at  INTEGER NOT NULL,
+            expires_at  INTEGER NOT NULL CHECK (expires_at > 0),
+            auth        TEXT    CHECK (auth IS NULL OR (json_valid(auth) AND length(CAST(auth AS BLOB)) <= 4096)),
+            UNIQUE (app, uid, kind, destination, path, context),
+            CHECK ((kind = 'webhook') = (destination <> '')),
+            CHECK (kind = 'webhook' OR context <> '')
+        ) STRICT
+        """
+
+    static let v10Notification = """
+        CREATE TABLE notification_v10 (
+            id                  INTEGER PRIMARY KEY AUTOINCREMENT,
+            app                 TEXT    NOT NULL,
+            subscription_handle INTEGER NOT NULL,
+            subscription_id     TEXT    NOT NULL,
+            kind                TEXT    NOT NULL CHECK (kind = 'mobile' OR kind = 'huawei' OR kind = 'harmonyos' OR kind = 'webhook' OR kind = 'apns' OR kind = 'webpush'),
+            target              TEXT,
+            destination         TEXT,
+            event               TEXT    NOT NULL CHECK (event = 'value' OR event = 'noData' OR event = 'childEvent' OR event = 'revoke'),
+            coalescable         INTEGER NOT NULL CHECK (coalescable = (event = 'value' OR event = 'noData')),
+            payload             BLOB    NOT NULL,
+            record_seq          INTEGER,
+            created_at          INTEGER NOT NULL,
+            next_attempt_at     INTEGER NOT NULL,
+            first_attempt_at    INTEGER,
+            attempts            INTEGER NOT NULL DEFAULT 0 CHECK (attempts >= 0),
+            claimed_until       INTEGER,
+            claimed_by          TEXT,
+            coalesced           TEXT,
+            coalesced_first     INTEGER,
+            coalesced_last      INTEGER,
+            coalesced_at        INTEGER,
             CHECK ((kind = 'webhook') = (destination IS NOT NULL)),
             CHECK (kind = 'webhook' OR target IS NOT NULL)
         ) STRICT

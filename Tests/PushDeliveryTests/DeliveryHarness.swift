@@ -52,11 +52,13 @@ final class DeliveryHarness: @unchecked Sendable {
         /// With TLS only: the APNs fake speaks HTTP/2, and browser subscriptions are `https`.
         var apns: APNsSender?
         var webpush: WebPushSender?
+        var harmonyos: HarmonySender?
 
         func sender(for entry: OutboxEntry) -> (any NotificationSender)? {
             switch entry.kind {
             case .fcm: fcm
             case .hms: hms
+            case .harmonyos: harmonyos
             case .webhook: entry.destination == "orders" ? webhook : nil
             case .apns: apns
             case .webpush: webpush

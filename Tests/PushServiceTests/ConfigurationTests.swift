@@ -413,7 +413,7 @@ struct ConfigurationTests {
         ("ingest: {deadLetterMaxSize: 1.5}", "ingest.deadLetterMaxSize: expected a size such as 4096, 64KiB or 1MiB, got 1.5"),
         ("expiry: {interval: 5m}", "expiry.interval: 5m is out of range; expected at most 30s"),
         ("expiry: {interval: 0s}", "expiry.interval: 0s is out of range"),
-        ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of apns, auth, fcm, hms, keys, pacing, rules, signingKey, subscriptions, webhooks, webpush"),
+        ("apps: {toto: {fmc: {}}}", "apps.toto.fmc: unknown key; expected one of apns, auth, fcm, harmonyos, hms, keys, pacing, rules, signingKey, subscriptions, webhooks, webpush"),
         ("apps: {toto: {auth: {}}}", "apps.toto.auth: give hs256Secret or jwks"),
         ("apps: {toto: {auth: {hs256Secret: short}}}", "apps.toto.auth.hs256Secret: 5 bytes; HS256 needs at least 32"),
         ("apps: {toto: {auth: {hs256Secret: env:NOPE}}}", "apps.toto.auth.hs256Secret: the environment variable \"NOPE\" is not set"),

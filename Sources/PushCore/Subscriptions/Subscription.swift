@@ -6,6 +6,9 @@ public enum SubscriptionKind: String, Sendable, CaseIterable {
     case fcm = "mobile"
     /// Huawei HMS Push Kit; `context` is the device's HMS token.
     case hms = "huawei"
+    /// Huawei Push Kit v3 for HarmonyOS 5 and later; `context` is the device's push token
+    /// (`pushService.getToken()`).
+    case harmonyos
     /// A webhook of the application named by `destination`; `context` is passed to it.
     case webhook
     /// Apple Push Notification service, directly (no FCM relay); `context` is the device token
@@ -20,6 +23,7 @@ public enum SubscriptionKind: String, Sendable, CaseIterable {
         switch self {
         case .fcm: "the device's FCM registration token"
         case .hms: "the device's HMS push token"
+        case .harmonyos: "the device's HarmonyOS push token"
         case .apns: "the device's APNs token in hexadecimal"
         case .webpush: "the browser's PushSubscription JSON (endpoint and keys)"
         case .webhook: "a value passed to the webhook"

@@ -10,7 +10,8 @@ import PushJSON
 ///
 /// ```swift
 /// let device = try DeviceToken.fcm(registrationToken)          // Firebase Cloud Messaging
-/// let device = try DeviceToken.hms(huaweiToken)                // Huawei Push Kit
+/// let device = try DeviceToken.hms(huaweiToken)                // Huawei Push Kit (Android)
+/// let device = try DeviceToken.harmonyOS(pushToken)            // Push Kit on HarmonyOS 5+
 /// let device = try DeviceToken.apns(deviceToken)               // APNs: the Data from iOS
 /// let device = try DeviceToken.webPush(subscriptionJSON: text) // a browser's PushSubscription
 /// ```
@@ -21,6 +22,8 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
         case fcm = "mobile"
         /// Huawei HMS Push Kit: kind `huawei`.
         case hms = "huawei"
+        /// Huawei Push Kit v3 on HarmonyOS 5 and later: kind `harmonyos`.
+        case harmonyOS = "harmonyos"
         /// Apple Push Notification service, directly: kind `apns`; the token in hexadecimal.
         case apns
         /// Web Push (RFC 8030): kind `webpush`; the browser's PushSubscription as JSON.
@@ -52,6 +55,12 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
     /// An HMS Push Kit token.
     public static func hms(_ token: String) throws(PushClientError) -> DeviceToken {
         DeviceToken(kind: .hms, value: try checkedOpaque(token, what: "an HMS token"))
+    }
+
+    /// A HarmonyOS push token, as `pushService.getToken()` (`@kit.PushKit`) gives it. Its
+    /// length is not fixed (Huawei: do not rely on it); it is checked as an opaque token.
+    public static func harmonyOS(_ token: String) throws(PushClientError) -> DeviceToken {
+        DeviceToken(kind: .harmonyOS, value: try checkedOpaque(token, what: "a HarmonyOS push token"))
     }
 
     /// An APNs device token, as `application(_:didRegisterForRemoteNotificationsWithDeviceToken:)`

@@ -4,7 +4,7 @@ import PushMatching
 
 /// Builds what a subscription receives for a notice (SPEC §7, §8):
 ///
-/// - `mobile`, `huawei` and `apns`: the data payload, v1 or v2, with the size rule of §7.4;
+/// - `mobile`, `huawei`, `harmonyos` and `apns`: the data payload, v1 or v2, with the size rule of §7.4;
 /// - `webpush`: the same at the Web Push bound (``PayloadLimit/webPushBytes``), the payload
 ///   being the plaintext the sender encrypts; with the application's notification template, a
 ///   Declarative Web Push message around it (``WebPushNotification``);
@@ -36,7 +36,7 @@ public struct NotificationBuilder: Sendable {
         switch subscription.kind {
         case .webhook:
             return writeWebhookBody(notice, into: &out)
-        case .fcm, .hms, .apns:
+        case .fcm, .hms, .harmonyos, .apns:
             switch subscription.format {
             case .v1:
                 return v1.build(notice.event, into: &out)

@@ -55,7 +55,7 @@ public struct SubscriptionRequest: Sendable, Equatable {
         }
         let destination = try reader.optionalString("destination")
         switch kind {
-        case .fcm, .hms, .apns, .webpush:
+        case .fcm, .hms, .harmonyos, .apns, .webpush:
             guard let text = context, !text.isEmpty else {
                 throw RequestError(.missing, "context: missing; a \(kind.rawValue) subscription carries \(kind.contextDescription)")
             }

@@ -88,14 +88,18 @@ struct PreparedApplication: Sendable {
     }
 
     /// What the REST API checks of a device subscription's `context` (its shape is checked in
-    /// the core): an `apns` or `webpush` subscription needs its provider configured (it could
+    /// the core): an `apns`, `harmonyos` or `webpush` subscription needs its provider configured (it could
     /// never be delivered otherwise); a browser subscription's keys must be usable and its
     /// endpoint one the application's Web Push policy accepts.
     static func contextCheck(_ id: String, _ app: AppConfiguration) -> @Sendable (SubscriptionKind, String) throws(RequestError) -> Void {
         let apnsConfigured = app.apns != nil
+        let harmonyConfigured = app.harmonyos != nil
         let policy = app.webpush?.policy
         return { kind, context throws(RequestError) in
             switch kind {
+            case .harmonyos where !harmonyConfigured:
+                throw RequestError(
+                    .notConfigured, "kind: application \(quotedString(id)) does not send through Push Kit for HarmonyOS (no apps.\(id).harmonyos in the configuration)")
             case .apns where !apnsConfigured:
                 throw RequestError(.notConfigured, "kind: application \(quotedString(id)) does not send through APNs (no apps.\(id).apns in the configuration)")
             case .webpush:

@@ -291,13 +291,21 @@ struct ConfigurationDecoder {
             id: id, auth: auth, fcm: fcm, hms: hms, apns: apns, webpush: webpush, webhooks: webhooks, keys: keys,
             signingKey: section.nonEmptyString("signingKey"), subscriptions: subscriptions, rules: rules(section, report: report))
         app.pacing = Self.rates(section.section("pacing"))
+        if section.has("harmonyos") {
+            let harmony = section.section("harmonyos")
+            let account = harmony.serviceAccountFile("serviceAccountFile", harmony: true)
+            if account == nil && !harmony.has("serviceAccountFile") {
+                report.add("\(harmony.path).serviceAccountFile", .missing, "missing; the AppGallery Connect service-account key file (JSON) of the project")
+            }
+            app.harmonyos = .init(serviceAccountFile: account ?? "", endpoint: harmony.url("endpoint") ?? "https://push-api.cloud.huawei.com")
+        }
         return app
     }
 
     /// The rates of a `pacing` section, by kind of sender (`off`: 0).
     static func rates(_ section: Section) -> [SubscriptionKind: Double] {
         var rates: [SubscriptionKind: Double] = [:]
-        for kind in [SubscriptionKind.fcm, .hms, .apns, .webpush, .webhook] {
+        for kind in [SubscriptionKind.fcm, .hms, .harmonyos, .apns, .webpush, .webhook] {
             // Keyed by the provider's name, not the subscription kind's (`fcm`, not `mobile`).
             if let rate = section.rate(Provider(kind).rawValue) { rates[kind] = rate }
         }

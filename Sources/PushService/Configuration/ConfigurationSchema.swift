@@ -28,7 +28,7 @@ indirect enum ConfigurationSchema: Sendable {
             "caFile": .leaf(.string),
             "connectionsPerHost": .leaf(.integer), "idleTimeout": .leaf(.duration), "maximumOrigins": .leaf(.integer),
             "pacing": .object([
-                "fcm": .leaf(.rate), "hms": .leaf(.rate), "apns": .leaf(.rate), "webpush": .leaf(.rate), "webhook": .leaf(.rate),
+                "fcm": .leaf(.rate), "hms": .leaf(.rate), "harmonyos": .leaf(.rate), "apns": .leaf(.rate), "webpush": .leaf(.rate), "webhook": .leaf(.rate),
                 "retryAfterMinimum": .leaf(.duration), "retryAfterMaximum": .leaf(.duration),
             ]),
         ]),
@@ -44,6 +44,7 @@ indirect enum ConfigurationSchema: Sendable {
             "hms": .object([
                 "clientId": .leaf(.string), "clientSecret": .leaf(.secret), "endpoint": .leaf(.string), "tokenEndpoint": .leaf(.string),
             ]),
+            "harmonyos": .object(["serviceAccountFile": .leaf(.string), "endpoint": .leaf(.string)]),
             "apns": .object([
                 "teamId": .leaf(.string), "keyId": .leaf(.string), "privateKey": .leaf(.secret), "topic": .leaf(.string),
                 "environment": .leaf(.string), "endpoint": .leaf(.string),
@@ -56,7 +57,9 @@ indirect enum ConfigurationSchema: Sendable {
                 ]),
             ]),
             "webhooks": .names(.object(["url": .leaf(.string), "secret": .leaf(.secret), "pacing": .leaf(.rate)])),
-            "pacing": .object(["fcm": .leaf(.rate), "hms": .leaf(.rate), "apns": .leaf(.rate), "webpush": .leaf(.rate), "webhook": .leaf(.rate)]),
+            "pacing": .object([
+                "fcm": .leaf(.rate), "hms": .leaf(.rate), "harmonyos": .leaf(.rate), "apns": .leaf(.rate), "webpush": .leaf(.rate), "webhook": .leaf(.rate),
+            ]),
             "keys": .leaf(.string),
             "signingKey": .leaf(.string),
             // A file path, or the rules document inline (its keys are the rules', not checked here).

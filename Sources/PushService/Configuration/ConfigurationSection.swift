@@ -332,8 +332,9 @@ struct Section {
                 + "\(String(info.st_mode & 0o777, radix: 8))); run chmod 600 \(file) (in Kubernetes: defaultMode: 0400)")
     }
 
-    /// A Google service-account key file, read and checked.
-    func serviceAccountFile(_ key: String) -> String? {
+    /// A service-account key file, read and checked: Google's (FCM), or with `harmony`
+    /// AppGallery Connect's (Push Kit v3).
+    func serviceAccountFile(_ key: String, harmony: Bool = false) -> String? {
         guard let file = path(key, mustExist: true) else { return nil }
         warnIfShared(key, file: file)
         guard let data = FileManager.default.contents(atPath: file), data.count <= 1 << 20 else {
@@ -341,7 +342,11 @@ struct Section {
             return nil
         }
         do {
-            _ = try ServiceAccountKey(json: [UInt8](data))
+            if harmony {
+                _ = try HarmonyServiceAccount(json: [UInt8](data))
+            } else {
+                _ = try ServiceAccountKey(json: [UInt8](data))
+            }
         } catch {
             problem(key, "\(quotedString(file)): \(error)")
             return nil

@@ -247,6 +247,15 @@ public struct AppConfiguration: Sendable, Equatable {
         public var tokenEndpoint: String
     }
 
+    /// `harmonyos`: Push Kit v3 for HarmonyOS 5 and later (issue 34).
+    public struct HarmonyOS: Sendable, Equatable {
+        /// `serviceAccountFile`: the AppGallery Connect service-account key file (JSON: project,
+        /// key id, sub-account, RSA private key); read and checked at start.
+        public var serviceAccountFile: String
+        /// `endpoint`. Default `https://push-api.cloud.huawei.com`.
+        public var endpoint: String
+    }
+
     public struct Webhook: Sendable, Equatable {
         public var url: String
         /// Standard Webhooks signing secret.
@@ -323,6 +332,8 @@ public struct AppConfiguration: Sendable, Equatable {
     public var auth: Auth?
     public var fcm: FCM?
     public var hms: HMS?
+    /// Default none.
+    public var harmonyos: HarmonyOS? = nil
     public var apns: APNs?
     public var webpush: WebPush?
     /// By name. Default none.

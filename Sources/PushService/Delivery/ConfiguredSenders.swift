@@ -109,6 +109,18 @@ struct ConfiguredSenders {
                     clientID: hms.clientID, clientSecret: hms.clientSecret.value, endpoint: hms.endpoint, tokenEndpoint: hms.tokenEndpoint,
                     context: context)
             }
+            if let harmony = app.harmonyos {
+                guard let data = FileManager.default.contents(atPath: harmony.serviceAccountFile) else {
+                    throw ConfigurationError("apps.\(id).harmonyos.serviceAccountFile", .unreadable, "cannot read \(harmony.serviceAccountFile)")
+                }
+                let account: HarmonyServiceAccount
+                do {
+                    account = try HarmonyServiceAccount(json: [UInt8](data))
+                } catch {
+                    throw ConfigurationError("apps.\(id).harmonyos.serviceAccountFile", .invalid, "\(error)")
+                }
+                prepared.harmonyos = HarmonySender(account: account, endpoint: harmony.endpoint, context: context)
+            }
             for (name, webhook) in app.webhooks {
                 let secret: WebhookSecret
                 do {

@@ -52,12 +52,13 @@ public final class Observability: SourceReadiness, Sendable {
         declare(sources: sources, providers: Self.providers(configuration))
     }
 
-    /// The providers some application uses: `fcm`, `hms`, `apns`, `webpush`, `webhook`.
+    /// The providers some application uses: `fcm`, `hms`, `harmonyos`, `apns`, `webpush`, `webhook`.
     static func providers(_ configuration: ServiceConfiguration) -> [String] {
         var providers: Set<String> = []
         for app in configuration.apps.values {
             if app.fcm != nil { providers.insert("fcm") }
             if app.hms != nil { providers.insert("hms") }
+            if app.harmonyos != nil { providers.insert("harmonyos") }
             if app.apns != nil { providers.insert("apns") }
             if app.webpush != nil { providers.insert("webpush") }
             if !app.webhooks.isEmpty { providers.insert("webhook") }
