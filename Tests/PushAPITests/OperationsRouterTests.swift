@@ -96,7 +96,7 @@ struct OperationsRouterTests {
                 (.get, "/ops/v1/deadletter?limit=0", nil, 400, "limit: expected 1 to 500"),
                 (.post, "/ops/v1/deadletter/redrive", #"{"dryRun":"yes"}"#, 400, "dryRun: expected true or false"),
                 (.post, "/ops/v1/deadletter/redrive", #"{"since":"today"}"#, 400, "since: expected milliseconds"),
-                (.get, "/ops/v1/events?provider=sms", nil, 400, "provider: expected fcm, hms, apns, webpush or webhook"),
+                (.get, "/ops/v1/events?provider=sms", nil, 400, "provider: expected fcm, hms, harmonyos, apns, webpush or webhook"),
                 (.post, "/ops/v1/senders/resume", #"{"app":"toto"}"#, 400, "provider: required"),
                 (.post, "/ops/v1/senders/resume", #"{"app":"toto","provider":"sms"}"#, 400, "provider: expected fcm"),
                 (.post, "/ops/v1/senders/resume", #"{"app":"toto","provider":"webhook"}"#, 400, "destination: a webhook sender is one destination"),

@@ -149,6 +149,8 @@ def fcm_credentials_ok():
     return False
 until("the FCM credentials' health: ok, whose, expiring in the future", fcm_credentials_ok)
 check("PRIVATE KEY" not in text(), "no key is shown")
+# Pacing (issue 34): FCM's default budget, 600,000 a minute, on its tile once it has sent.
+until("the FCM tile's budget", lambda: any("Budget" in tile.text and "10000 /s" in tile.text for tile in driver.find_elements(By.CSS_SELECTOR, ".tile")))
 time.sleep(2.5)  # a second sample: the charts draw a line
 accessible("overview")
 shot("overview")
