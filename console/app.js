@@ -120,6 +120,9 @@ async function overview() {
       el("dt", {}, "Success"), el("dd", {}, s.successRatio === null ? "–" : `${fixed(s.successRatio * 100, 1)} %`),
       el("dt", {}, "Latency p50 / p99"), el("dd", {}, `${s.p50Ms ?? "–"} / ${s.p99Ms ?? "–"} ms`),
       el("dt", {}, "429s (5 min)"), el("dd", {}, s.tooManyRequests5m),
+      ...(s.pacing ? [
+        el("dt", {}, "Budget"), el("dd", { class: "wrap" }, `${fixed(s.pacing.budgetPerSecond, 0)} /s, pace ${fixed(s.pacing.perSecond, 0)} /s`),
+        el("dt", {}, "Quota answers · waits"), el("dd", {}, `${s.pacing.refusals} · ${s.pacing.waited}`)] : []),
       el("dt", {}, "Sent by"), el("dd", { class: "wrap" }, (s.instances || []).join(", ") || "–"),
       el("dt", {}, "State"), el("dd", { class: s.paused ? "error wrap" : "" }, s.paused ? `paused${s.paused.instance ? " on " + s.paused.instance : ""}: ${s.paused.reason}` : "sending"))));
   const sending = data.sending || {};
