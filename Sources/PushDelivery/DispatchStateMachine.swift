@@ -303,21 +303,16 @@ public struct DispatchStateMachine: Sendable {
         return .claim(limit: limit, excluding: excluded, capped: capped)
     }
 
-    /// The senders left out of claims at `now`; forgets slow-downs that are over. A push
-    /// service is not among them: the outbox keeps no origin to leave out (what is claimed for
-    /// it is postponed).
-    mutating func excluded(now: Int64) -> Set<SenderKey> {
-        scope(now: now).excluded
-    }
-
-    /// The senders left out of claims at `now`, and how many of each paced sender's
-    /// notifications a claim may take: its budget's next second (``pacingLookahead``) less what
-    /// waits already; none left, it is left out. The rest stay in the outbox, where any
+    /// The senders left out of claims at `now` (forgetting slow-downs that are over; a push
+    /// service is never among them: the outbox keeps no origin to leave out, what is claimed
+    /// for it is postponed), and how many of each paced sender's notifications a claim may
+    /// take: its budget's next second (``pacingLookahead``) less what waits already; none
+    /// left, it is left out. The rest stay in the outbox, where any
     /// instance may claim them when budget comes (claiming them to put them back cost each
     /// claim a batch of rows; with several instances it fed on itself). A sender whose room is
     /// `limit` or more is not capped: the claim cannot take more anyway (a budget above the
     /// rate costs the claim nothing).
-    mutating func scope(now: Int64, limit: Int = .max) -> (excluded: Set<SenderKey>, capped: [SenderKey: Int]) {
+    mutating func scope(now: Int64, limit: Int) -> (excluded: Set<SenderKey>, capped: [SenderKey: Int]) {
         slowedUntil = slowedUntil.filter { $0.value > now }
         var excluded = Set(paused.filter { $0.value.probeAt > now && $0.key.kind != .webpush }.keys).union(slowedUntil.keys.filter { $0.kind != .webpush })
         var capped: [SenderKey: Int] = [:]

@@ -75,13 +75,7 @@ extension FakeProviders {
         }
         guard project == Self.harmonyProjectID else { return answer("harmony-not-allowed") }
         guard let jwt = bearer(request) else { return answer("harmony-auth-error") }
-        if let problem = harmonyJWTProblem(jwt) {
-            if problem == "harmony-jwt-too-long" {
-                record("harmonyos", "", [], 400, request)
-                return respond(400, Array(#"{"code":"80300036","msg":"JWT expire period over threshold.","requestId":"fake"}"#.utf8))
-            }
-            return answer(problem)
-        }
+        if let problem = harmonyJWTProblem(jwt) { return answer(problem) }
         state.withLock { _ = $0.seenHarmonyJWTs.insert(jwt) }
         func invalid(_ code: String, _ message: String) -> Response {
             record("harmonyos", "", [], 400, request)

@@ -92,7 +92,7 @@ struct HarmonyTests {
             ("harmony-all-tokens-invalid", "unregistered-token", .revokeDead),
             ("harmony-no-push-type-right", "t1", .pause),
             ("harmony-auth-error", "t1", .refresh), ("harmony-jwt-expired", "t1", .refresh),
-            ("harmony-not-allowed", "t1", .pause), ("harmony-penalised", "t1", .pause),
+            ("harmony-not-allowed", "t1", .pause), ("harmony-penalised", "t1", .pause), ("harmony-jwt-too-long", "t1", .pause),
             ("harmony-too-large", "t1", .failed), ("harmony-payload-error", "t1", .failed),
             ("harmony-internal", "t1", .retry),
         ])
