@@ -19,6 +19,18 @@ public enum TestProcesses {
     private static let registered = Mutex(false)
     private static let spawner = Spawner()
 
+    /// Runs `process` to its end: what it wrote to standard output and standard error,
+    /// together.
+    public static func output(_ process: Process) throws -> String {
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = output
+        try launch(process)
+        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        process.waitUntilExit()
+        return text
+    }
+
     /// Starts `process` from the thread that lives as long as this process (see above).
     public static func launch(_ process: Process) throws {
         let outcome = Mutex<Result<Void, any Error>?>(nil)

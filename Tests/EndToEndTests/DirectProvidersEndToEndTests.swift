@@ -264,12 +264,7 @@ struct DirectProvidersEndToEndTests {
             print(json.dumps([message["web_push"], n["title"], n["body"], n["navigate"], message["t"], message["sp"], json.loads(message["d"])], ensure_ascii=False))
             """
         let process = TestProcesses.make(command: "python3", ["-c", script, secrets.privateKey, secrets.auth, Base64URL.encodeToString(received.raw)])
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try TestProcesses.launch(process)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = try TestProcesses.output(process)
         #expect(
             text.trimmingCharacters(in: .whitespacesAndNewlines)
                 == #"[8030, "toto: /news/today", "Le café ouvre à 8 h", "https://news.example/read/news/today", "value", "/news/today", {"headline": "Le café ouvre à 8 h", "id": 7}]"#,

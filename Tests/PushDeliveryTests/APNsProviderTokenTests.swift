@@ -40,12 +40,7 @@ struct APNsProviderTokenTests {
             print(token.header["kid"], token.claims["iss"], token.claims["iat"])
             """
         let process = TestProcesses.make(command: "python3", ["-c", script, token, Self.key.publicKey.pemRepresentation])
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try TestProcesses.launch(process)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = try TestProcesses.output(process)
         #expect(text.trimmingCharacters(in: .whitespacesAndNewlines) == "KEY1234567 TEAM123456 1800000000", "\(text)")
     }
 

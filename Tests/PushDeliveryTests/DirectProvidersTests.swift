@@ -294,12 +294,7 @@ struct DirectProvidersTests {
             """
         let process = TestProcesses.make(
             command: "python3", ["-c", script, secrets.privateKey, secrets.auth, Base64URL.encodeToString(received.raw), authorization])
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try TestProcesses.launch(process)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = try TestProcesses.output(process)
         let lines = text.split(separator: "\n").map(String.init)
         #expect(lines.first == payload, "\(text)")
         #expect(lines.dropFirst().first == "True", "\(text)")

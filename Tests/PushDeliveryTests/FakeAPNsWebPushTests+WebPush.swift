@@ -218,12 +218,7 @@ extension FakeAPNsWebPushTests {
                 print(http_ece.decrypt(b(sys.argv[3]), private_key=private, auth_secret=b(sys.argv[2]), version="aes128gcm").hex())
                 """
             let process = TestProcesses.make(command: "python3", ["-c", script, secrets.privateKey, secrets.auth, Base64URL.encodeToString(raw)])
-            let output = Pipe()
-            process.standardOutput = output
-            process.standardError = output
-            try TestProcesses.launch(process)
-            let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-            process.waitUntilExit()
+            let text = try TestProcesses.output(process)
             #expect(text.trimmingCharacters(in: .whitespacesAndNewlines) == Self.plaintext.map { String(format: "%02x", $0) }.joined(), "\(text)")
         }
     }

@@ -39,12 +39,7 @@ struct StandardWebhooksTests {
                 "-c", script, folder.appendingPathComponent("body").path, received.headers["webhook-id"] ?? "",
                 received.headers["webhook-timestamp"] ?? "", received.headers["webhook-signature"] ?? "", DeliveryHarness.webhookSecret,
             ])
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try TestProcesses.launch(process)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = try TestProcesses.output(process)
         #expect(process.terminationStatus == 0 && text.contains("verified"), "standardwebhooks says: \(text)")
     }
 }

@@ -180,12 +180,7 @@ struct WebPushCryptoTests {
         let process = TestProcesses.make(
             command: "python3",
             ["-c", script, Base64URL.encodeToString(receiver.rawRepresentation), Base64URL.encodeToString(auth), Base64URL.encodeToString(body), header])
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = output
-        try TestProcesses.launch(process)
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        let text = try TestProcesses.output(process)
         let lines = text.split(separator: "\n").map(String.init)
         #expect(lines.first == plaintext.map { String(format: "%02x", $0) }.joined(), "\(text)")
         #expect(lines.dropFirst().first == "True", "\(text)")
