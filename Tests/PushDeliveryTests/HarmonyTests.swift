@@ -5,6 +5,7 @@ import PushFakes
 import PushHTTP
 import PushJOSE
 import PushJSON
+import PushTestSupport
 import Testing
 
 @testable import PushDelivery
@@ -69,6 +70,20 @@ struct HarmonyTests {
         }
         #expect(throws: JOSEError.self) { try HarmonyServiceAccount(json: Array("[1]".utf8)) }
         #expect(throws: JOSEError.self) { try HarmonyServiceAccount(json: Array("{".utf8)) }
+    }
+
+    @Test("seeded mutations of a key file: accepted or refused with a JOSEError, never a crash, never the key in the message", arguments: [1, 2] as [UInt64])
+    func mutatedKeyFiles(seed: UInt64) {
+        var mutator = Mutator(seed: seed)
+        let valid = Self.keyFile([:])
+        let secret = String(Self.key.pemRepresentation.dropFirst(40).prefix(30))
+        for _ in 0..<300 {
+            do {
+                _ = try HarmonyServiceAccount(json: mutator.mutateBytes(valid))
+            } catch {
+                #expect(!"\(error)".contains(secret) && "\(error)".utf8.count < 1_000)
+            }
+        }
     }
 
     @Test("the body: the payload as the string extraData, the token in an array of one")
