@@ -95,16 +95,27 @@ extension SQLiteStore: DeliveryStore {
         _ db: Database, now: Int64, limit: Int, claimant: String, leaseUntil: Int64, condition: (sql: String, arguments: [String]), cached: Bool
     ) throws -> [StoredNotification] {
         guard limit > 0 else { return [] }
+        // The heads (each subscription's oldest: `head`, kept by triggers) due and unclaimed,
+        // from their index; and those whose claim lapsed (a crashed holder's), from theirs.
         let sql = """
                 UPDATE notification SET claimed_by = ?, claimed_until = ?
                 WHERE id IN (
-                    SELECT n.id FROM notification n
-                    WHERE n.next_attempt_at <= ? AND (n.claimed_until IS NULL OR n.claimed_until < ?)
-                      \(condition.sql)
-                      AND NOT EXISTS (SELECT 1 FROM notification e
-                                      WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
-                    ORDER BY n.next_attempt_at, n.id
-                    LIMIT ?)
+                    SELECT id FROM (
+                        SELECT id, next_attempt_at FROM (
+                            SELECT n.id, n.next_attempt_at FROM notification n
+                            WHERE n.head = 1 AND n.claimed_until IS NULL AND n.next_attempt_at <= ?
+                              \(condition.sql)
+                            ORDER BY n.next_attempt_at, n.id
+                            LIMIT ?)
+                        UNION ALL
+                        SELECT id, next_attempt_at FROM (
+                            SELECT n.id, n.next_attempt_at FROM notification n
+                            WHERE n.head = 1 AND n.claimed_until IS NOT NULL AND n.claimed_until < ? AND n.next_attempt_at <= ?
+                              \(condition.sql)
+                            ORDER BY n.claimed_until
+                            LIMIT ?)
+                        ORDER BY next_attempt_at, id
+                        LIMIT ?))
                 RETURNING \(Self.notificationColumns)
                 """
         var claimed: [StoredNotification] = []
@@ -113,8 +124,12 @@ extension SQLiteStore: DeliveryStore {
             try binder.bind(claimant)
             try binder.bind(leaseUntil)
             try binder.bind(now)
+            for argument in condition.arguments { try binder.bind(argument) }
+            try binder.bind(Int64(limit))
+            try binder.bind(now)
             try binder.bind(now)
             for argument in condition.arguments { try binder.bind(argument) }
+            try binder.bind(Int64(limit))
             try binder.bind(Int64(limit))
         }, row: { claimed.append(try Self.notification($0)) })
         return claimed.sorted { ($0.nextAttemptAt, $0.id) < ($1.nextAttemptAt, $1.id) }
@@ -278,8 +293,7 @@ extension SQLiteStore: DeliveryStore {
         let exclusion = Self.exclusion(excluding)
         let sql = """
             SELECT min(n.next_attempt_at) FROM notification n
-            WHERE n.claimed_until IS NULL \(exclusion.sql)
-              AND NOT EXISTS (SELECT 1 FROM notification e WHERE e.subscription_handle = n.subscription_handle AND e.id < n.id)
+            WHERE n.head = 1 AND n.claimed_until IS NULL \(exclusion.sql)
             """
         let statement = excluding.count <= cachedExclusions ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
         return try Int64.fetchOne(statement, arguments: StatementArguments(exclusion.arguments))

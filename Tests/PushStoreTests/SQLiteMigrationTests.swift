@@ -74,7 +74,7 @@ struct SQLiteMigrationTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
 
         let store = try SQLiteStore(path: path)
-        #expect(try await store.schemaVersion() == 10)
+        #expect(try await store.schemaVersion() == 11)
         #expect(try await store.subscription(id: "id-1")?.handle == 1)
         #expect(try await store.subscription(id: "id-2")?.tuple.destination == "orders")
         #expect(try await store.countByKind() == [.fcm: 1, .webhook: 1])
@@ -100,8 +100,13 @@ struct SQLiteMigrationTests {
         let indexes = try await store.pool.read { db in
             try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type IN ('index', 'trigger') AND tbl_name IN ('subscription', 'notification') ORDER BY name")
         }
-        #expect(indexes.contains("notification_due") && indexes.contains("subscription_by_expiry") && indexes.contains("subscription_identity_is_immutable"))
-        #expect(indexes.count == 16 && indexes.contains("notification_coalesced_kept") && indexes.contains("notification_coalesced_full"), "\(indexes)")
+        #expect(indexes.contains("notification_ready") && indexes.contains("subscription_by_expiry") && indexes.contains("subscription_identity_is_immutable"))
+        #expect(!indexes.contains("notification_due") && indexes.contains("notification_head_inserted") && indexes.contains("notification_head_deleted"))
+        #expect(indexes.count == 19 && indexes.contains("notification_coalesced_kept") && indexes.contains("notification_coalesced_full"), "\(indexes)")
+        // Version 11: the notification from before is its subscription's head (the one claimed),
+        // the new one its own subscription's.
+        let heads = try await store.pool.read { db in try Int64.fetchAll(db, sql: "SELECT id FROM notification WHERE head = 1 ORDER BY id") }
+        #expect(heads == [1, 3])
         let integrity = try await store.pool.read { db in try String.fetchOne(db, sql: "PRAGMA integrity_check") }
         #expect(integrity == "ok")
         // Version 7: no enumeration is checked with an IN list (a temporary B-tree per row).
