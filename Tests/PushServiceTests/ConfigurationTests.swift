@@ -145,7 +145,10 @@ struct ConfigurationTests {
         #expect(shared.policy(for: SenderKey(app: "toto", kind: .fcm))?.perSecond == 100)
         let environment = ConfigurationTests.environment.merging(["PUSHDISPATCH_DELIVERY_PACING_FCM": "off"]) { $1 }
         #expect(try load("", environment).delivery.pacingTable(apps: [:]).policy(for: SenderKey(app: "toto", kind: .fcm)) == nil)
+        // A bare `off` is YAML 1.1's false: it means off, as written.
+        #expect(try load("delivery: {pacing: {fcm: off}}").delivery.pacingTable(apps: [:]).policy(for: SenderKey(app: "toto", kind: .fcm)) == nil)
         for (bad, message) in [
+            ("{fcm: on}", "delivery.pacing.fcm: expected a rate such as 200/s, 600000/min or 50000/h, or off, got true"),
             ("{fcm: 200}", "delivery.pacing.fcm: expected a rate such as 200/s, 600000/min or 50000/h, or off, got 200"),
             ("{fcm: 200/day}", "delivery.pacing.fcm: expected a rate"), ("{fcm: 30/min}", "delivery.pacing.fcm: 30/min is out of range"),
             ("{fcm: 2000000/s}", "delivery.pacing.fcm: 2000000/s is out of range"), ("{fcm: -5/s}", "delivery.pacing.fcm: expected a rate"),

@@ -173,6 +173,8 @@ struct Section {
     /// least 1/s and at most 1,000,000/s when not off.
     func rate(_ key: String) -> Double? {
         guard let value = value(key) else { return nil }
+        // YAML 1.1 reads a bare `off` as false (Yams does): that is the `off` a user wrote.
+        if case .bool(false) = value { return 0 }
         guard case .string(let text) = value, let rate = ConfigurationValues.rate(text) else {
             problem(key, "expected a rate such as 200/s, 600000/min or 50000/h, or off, got \(value.excerpt)")
             return nil
