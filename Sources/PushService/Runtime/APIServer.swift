@@ -50,6 +50,13 @@ struct APIServer {
                 address.listening(at: http.advertised(port: port))
                 logger.info("listening", metadata: ["host": "\(channel.localAddress?.ipAddress ?? "?")", "port": "\(port)"])
                 await onListening(port)
+                // Once start-up is over, its code pages go (CodePages): idle, the resident set
+                // is what the running service uses.
+                Task.detached {
+                    try? await Task.sleep(for: .seconds(5))
+                    let dropped = CodePages.trim()
+                    logger.debug("start-up code pages let go", metadata: ["bytes": "\(dropped)"])
+                }
             },
             logger: logger)
     }
