@@ -10,7 +10,7 @@ struct BenchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "pushdispatch-bench",
         abstract: "Benchmarks of pushdispatch: hot paths on one core, ingestion, the socket, restarts, deliveries (build with -c release).",
-        subcommands: [BenchPayload.self, BenchParse.self, BenchV2.self, BenchIndex.self, BenchIngest.self, BenchSocket.self, BenchRestart.self, BenchDeliver.self, BenchPipeline.self, BenchSoak.self, BenchStack.self]
+        subcommands: [BenchPayload.self, BenchParse.self, BenchV2.self, BenchIndex.self, BenchIngest.self, BenchSocket.self, BenchRestart.self, BenchDeliver.self, BenchPipeline.self, BenchSoak.self, BenchStack.self, BenchEndToEnd.self]
     )
 }
 

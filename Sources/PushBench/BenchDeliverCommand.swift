@@ -63,39 +63,15 @@ struct BenchDeliver: AsyncParsableCommand {
             try await runFCMAndAPNs()
             return
         }
-        // Sources/PushBench/ → the repository → its folder, where `shared/` sits beside it.
-        let peerFolder = peer ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("shared/bench").path
-        var nginxPID: Int32?
+        var fake: PeerFake?
         var base = url ?? ""
         var ca = caFile
         if url == nil {
-            // nginx daemonises with the script's output open: run it through the shell into a
-            // file (Foundation's Process waits for the daemon too).
-            let log = NSTemporaryDirectory() + "pushdispatch-peer-\(UUID().uuidString).txt"
-            defer { try? FileManager.default.removeItem(atPath: log) }
-            // Children inherit this thread's blocked signals; nginx must be able to get SIGTERM.
-            var all = sigset_t()
-            sigfillset(&all)
-            pthread_sigmask(SIG_UNBLOCK, &all, nil)
-            let script = tls ? "run_peer_tls.sh" : "run_peer.sh"
-            let status = system("bash '\(peerFolder)/\(script)' --serve > '\(log)' 2>&1 < /dev/null")
-            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            guard status == 0, let pid = text.split(separator: " ").last.flatMap({ Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
-            else { throw ValidationError("\(script) --serve failed: \(text)") }
-            nginxPID = pid
-            if tls {
-                // "fake FCM at https://127.0.0.1:18443 (token_uri …); CA /tmp/…/ca.pem; nginx pid N"
-                let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
-                guard let at = words.firstIndex(of: "at"), at + 1 < words.count, let caIndex = words.firstIndex(of: "CA"), caIndex + 1 < words.count
-                else { throw ValidationError("run_peer_tls.sh --serve printed: \(text)") }
-                base = String(words[at + 1])
-                ca = String(words[caIndex + 1].trimmingCharacters(in: CharacterSet(charactersIn: ";")))
-            } else {
-                base = "http://127.0.0.1:\(ProcessInfo.processInfo.environment["PORT"] ?? "18090")"
-            }
+            let started = try PeerFake.start(tls: tls, folder: peer)
+            (fake, base, ca) = (started, started.base, started.caFile)
         }
-        defer { if let nginxPID { kill(nginxPID, SIGTERM) } }
+        let peerFolder = fake?.folder ?? peer ?? PeerFake.defaultFolder
+        defer { fake?.stop() }
         let transport = try makeTransport(caFile: ca)
         if let postgres {
             try await runOnPostgres(url: postgres, base: base, transport: transport, ca: ca)
@@ -109,19 +85,7 @@ struct BenchDeliver: AsyncParsableCommand {
         var limit: Double?
         if tls, let ca { limit = try Self.h2load(url: base, messages: messages, caFile: ca) }
         guard !noPeer else { return }
-        let python = Process()
-        python.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        python.arguments = ["python3", "-W", "ignore", peerFolder + "/firebase_admin_peer.py", "--url", base, "--n", String(messages)] + (tls ? ["--mode", "async"] : [])
-        if tls, let ca { python.environment = ProcessInfo.processInfo.environment.merging(["SSL_CERT_FILE": ca, "REQUESTS_CA_BUNDLE": ca]) { $1 } }
-        let output = Pipe()
-        python.standardOutput = output
-        try python.run()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        python.waitUntilExit()
-        print(text, terminator: "")
-        let peer = text.split(separator: " ").firstIndex(of: "=").flatMap { index in
-            Double(text.split(separator: " ")[index + 1])
-        }
+        let peer = try PeerFake.firebaseAdmin(base: base, caFile: tls ? ca : nil, folder: peerFolder, messages: messages)
         if let limit { print(String(format: "pushdispatch / h2load: %.1f %%", rate / limit * 100)) }
         if let peer { print(String(format: "pushdispatch / firebase-admin: %.1f×", rate / peer)) }
     }
@@ -281,7 +245,9 @@ struct BenchDeliver: AsyncParsableCommand {
                 notices: NoNotices(), index: NoIndex(), clock: SystemClock(), logger: logger)
             let task = Task { try await dispatcher.run() }
             while try await store.outboxDepth().count > 0 {
-                try await Task.sleep(for: .milliseconds(10))
+                // Not too often: these reads are counted in PostgreSQL's statements (their two
+                // statements are left out of the per-delivery figures).
+                try await Task.sleep(for: .milliseconds(100))
                 dispatcher.nudge()
             }
             task.cancel()
@@ -302,7 +268,14 @@ struct BenchDeliver: AsyncParsableCommand {
                 notification: .childEvent, payload: payload, recordSeq: 1)
         }
         try await store.fillOutbox(entries, now: created)
+        // A table in service has statistics (autovacuum analyses it as it changes); one filled a
+        // moment ago has none, and the planner, guessing it nearly empty, sorts all of it at
+        // every claim.
+        _ = try await store.client.query("ANALYZE notification")
         try await transport.shutdown()  // the workers have theirs
+        let server = try await PostgresServerStats(client: store.client)
+        try await server.reset()
+        let serverCPU0 = server.cpuMicroseconds()
         var children: [(Process, Pipe)] = []
         for index in 1...max(1, instances) {
             let process = Process()
@@ -338,6 +311,8 @@ struct BenchDeliver: AsyncParsableCommand {
                 format: "pushdispatch on PostgreSQL, %d instance(s): %d/%d delivered in %.2f s = %.0f deliveries/s (%@, %d at once each)",
                 instances, delivered, messages, seconds, Double(delivered) / seconds,
                 tls ? (asyncHTTPClient ? "async-http-client, \(clients) clients" : "HTTP/2, \(connections) connections") : "\(clients) clients", concurrency))
+        let serverCPU = server.cpuMicroseconds().map { $0 - (serverCPU0 ?? 0) }
+        try await server.report(deliveries: delivered, serverCPU: serverCPU0 == nil ? nil : serverCPU)
         fflush(nil)
     }
 

@@ -57,21 +57,10 @@ struct BenchPipeline: AsyncParsableCommand {
         var caFile = ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path
         var serviceAccount: [UInt8]
         if burst != nil {
-            let peerFolder = peer ?? URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-                .deletingLastPathComponent().appendingPathComponent("shared/bench").path
-            let log = folder + "/peer.txt"
-            var all = sigset_t()
-            sigfillset(&all)
-            pthread_sigmask(SIG_UNBLOCK, &all, nil)
-            let status = system("bash '\(peerFolder)/run_peer_tls.sh' --serve > '\(log)' 2>&1 < /dev/null")
-            let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
-            let words = text.split(whereSeparator: { $0 == " " || $0 == "\n" })
-            guard status == 0, let at = words.firstIndex(of: "at"), at + 1 < words.count, let ca = words.firstIndex(of: "CA"), ca + 1 < words.count,
-                let pid = words.last.flatMap({ Int32($0) })
-            else { throw ValidationError("run_peer_tls.sh --serve failed: \(text)") }
-            endpoint = String(words[at + 1])
-            caFile = String(words[ca + 1].trimmingCharacters(in: CharacterSet(charactersIn: ";")))
-            nginxPID = pid
+            let fake = try PeerFake.start(tls: true, folder: peer)
+            endpoint = fake.base
+            caFile = fake.caFile ?? caFile
+            nginxPID = fake.pid
             serviceAccount = try BenchDeliver.serviceAccountJSON(tokenURI: endpoint + "/token")
         } else {
             let started = try await FakeProviders.start(tls: true)
