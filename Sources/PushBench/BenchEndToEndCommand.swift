@@ -34,6 +34,7 @@ struct BenchEndToEnd: AsyncParsableCommand {
     @Flag(help: "Ingestion alone (delivery.enabled: false): records through the socket into the outbox, timed to the last acknowledgement; what delivery costs is the difference from a full run.") var ingestOnly = false
     @Flag(help: "Profile the service with perf while it works (perf must be installed); prints where its CPU went.") var perf = false
     @Option(help: "Extra configuration lines for the service's YAML (top level), e.g. 'delivery: {connectionsPerHost: 8}' (replaces the generated delivery block when it starts with 'delivery:').") var extra: String?
+    @Option(help: "Subscriptions written into the store before the service starts (1,000,000: the start-up of a large deployment; its time to ready and memory are printed).") var storedSubscriptions: Int?
     @Flag(help: "Keep the service's folder (configuration, store, log, profile).") var keep = false
 
     func run() async throws {
@@ -51,6 +52,12 @@ struct BenchEndToEnd: AsyncParsableCommand {
         let account = folder.appendingPathComponent("service-account.json").path
         FileManager.default.createFile(atPath: account, contents: Data(try BenchDeliver.serviceAccountJSON(tokenURI: fake.base + "/token")), attributes: [.posixPermissions: 0o600])
         FileManager.default.createFile(atPath: folder.appendingPathComponent("queue.ndjson").path, contents: nil)
+        if let storedSubscriptions {
+            guard (1...10_000_000).contains(storedSubscriptions) else { throw ValidationError("--stored-subscriptions 1 to 10,000,000") }
+            let started = Date()
+            try await IngestBenchmark.prepare(folder: folder.path, subscriptions: storedSubscriptions, v2: false, name: "store").close()
+            print(String(format: "%d subscriptions written into the store in %.1f s", storedSubscriptions, Date().timeIntervalSince(started)))
+        }
         let secret = "e2e-secret-of-at-least-thirty-two-bytes"
         let port = try HTTP2TestServer.freePort()
         var delivery = "delivery: {\(ingestOnly ? "enabled: false, " : "")\(fake.caFile.map { "caFile: \"\($0)\", " } ?? "")pacing: {fcm: \"off\"}}"
@@ -115,7 +122,8 @@ struct BenchEndToEnd: AsyncParsableCommand {
         let base = "http://127.0.0.1:\(port)"
         let started = Date()
         var ready = false
-        for _ in 0..<600 {
+        // Up to 10 minutes: a store of millions of subscriptions is loaded into the index first.
+        for _ in 0..<12_000 {
             guard process.isRunning else { throw ValidationError("pushdispatch run stopped: " + serviceLog(folder)) }
             if let (status, _) = try? await BenchSoak.request(client, base + "/readyz"), status == 200 {
                 ready = true
@@ -123,7 +131,7 @@ struct BenchEndToEnd: AsyncParsableCommand {
             }
             try await Task.sleep(for: .milliseconds(50))
         }
-        guard ready else { throw ValidationError("pushdispatch run was not ready in 30 s: " + serviceLog(folder)) }
+        guard ready else { throw ValidationError("pushdispatch run was not ready in 10 minutes: " + serviceLog(folder)) }
         let startUp = Date().timeIntervalSince(started)
         // Idle: after start-up and one scrape of /metrics (as docs/benchmarks.md's earlier figures).
         _ = try await BenchSoak.request(client, base + "/metrics")
