@@ -113,7 +113,7 @@ struct BenchPipeline: AsyncParsableCommand {
         let acks = AckLog(count: count)
         let reader = Thread { acks.read(client) }
         reader.start()
-        let cpuBefore = Self.cpuMicroseconds(of: service.processIdentifier)
+        let cpuBefore = (ProcessCPU.microseconds(pid: service.processIdentifier) ?? 0)
         let start = FakeProviders.wallMicros()
         if burst != nil {
             client.send((1...count).map(line).joined(separator: "\n") + "\n")
@@ -139,7 +139,7 @@ struct BenchPipeline: AsyncParsableCommand {
             try await Task.sleep(for: .milliseconds(50))
         }
         let end = FakeProviders.wallMicros()
-        let cpu = Self.cpuMicroseconds(of: service.processIdentifier) - cpuBefore
+        let cpu = (ProcessCPU.microseconds(pid: service.processIdentifier) ?? 0) - cpuBefore
         let retried = try Self.metric(port, #"pushdispatch_retries_total{provider="fcm"}"#)
         let refusals = acks.refusals
         print(
@@ -202,16 +202,6 @@ struct BenchPipeline: AsyncParsableCommand {
             return line.split(separator: " ").last.flatMap { Double($0) }.map { Int($0) } ?? 0
         }
         return 0
-    }
-
-    /// User and system CPU time of a process so far (all its threads), in microseconds.
-    static func cpuMicroseconds(of pid: Int32) -> Int64 {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return 0 }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        // After the command: state is field 3; utime and stime are fields 14 and 15.
-        guard fields.count > 13, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return 0 }
-        let ticks = Int64(sysconf(Int32(_SC_CLK_TCK)))
-        return (user + system) * 1_000_000 / max(1, ticks)
     }
 }
 
