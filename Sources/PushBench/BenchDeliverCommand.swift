@@ -47,6 +47,7 @@ struct BenchDeliver: AsyncParsableCommand {
     @Option(help: "Pace the sends to this budget (a second; delivery.pacing): one above the rate shows what pacing costs when its budget is not reached. Default: off.") var pacing: Double?
     @Flag(help: "Keep the delivery history (operations.history, on by default in the service): each attempt written with its settlement; prints the storage it took.") var history = false
     @Option(help: "Use this PostgreSQL database's outbox (emptied first) instead of SQLite: postgres://user@host:port/db.") var postgres: String?
+    @Flag(help: "With --postgres: leave the filled table without statistics (no ANALYZE), as after a burst into a quiet outbox.") var noAnalyze = false
     @Option(help: "With --postgres: worker processes claiming from the shared outbox side by side, as instances do.") var instances = 1
     @Option(help: ArgumentHelp("(internal) run as a worker with this claimant", visibility: .hidden)) var worker: String?
     @Flag(help: "With --tls: deliver to APNs as well as FCM, on one nginx that answers both (PushTestSupport's, the fixtures' CA), h2load beside them.")
@@ -258,7 +259,9 @@ struct BenchDeliver: AsyncParsableCommand {
             return
         }
         // Fill: one notification per subscription (the outbox's rows are all it needs).
-        try await store.client.query("TRUNCATE notification")
+        // DELETE, not TRUNCATE: the outbox's count (`tally`) is kept by row triggers, which
+        // TRUNCATE does not fire (the workers wait for it to reach 0).
+        try await store.client.query("DELETE FROM notification")
         let payload = Array(
             #"{"s":"OK","t":"value","app":"bench","sp":"/some/webcom/path","d":"{\"a\":\"WGj2WtQWVEjQGhQqb7r678xW3PwWmB4Z3zj\"}"}"#.utf8)
         let created = now()
@@ -271,7 +274,7 @@ struct BenchDeliver: AsyncParsableCommand {
         // A table in service has statistics (autovacuum analyses it as it changes); one filled a
         // moment ago has none, and the planner, guessing it nearly empty, sorts all of it at
         // every claim.
-        _ = try await store.client.query("ANALYZE notification")
+        if !noAnalyze { _ = try await store.client.query("ANALYZE notification") }
         try await transport.shutdown()  // the workers have theirs
         let server = try await PostgresServerStats(client: store.client)
         try await server.reset()

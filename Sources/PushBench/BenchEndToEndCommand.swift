@@ -180,7 +180,7 @@ struct BenchEndToEnd: AsyncParsableCommand {
             perfProcess.arguments = ["perf", "record", "-F", "199", "-g", "-p", String(process.processIdentifier), "-o", profile]
             perfProcess.standardOutput = FileHandle.nullDevice
             perfProcess.standardError = FileHandle.nullDevice
-            try perfProcess.run()
+            try perfProcess.runUnblocked()
             profiler = perfProcess
             try await Task.sleep(for: .milliseconds(500))
         }

@@ -85,6 +85,21 @@ struct PeerFake {
 }
 
 /// CPU time of other processes, from `/proc`.
+extension Process {
+    /// Starts the process with no signal blocked. A child inherits the signal mask of the thread
+    /// that starts it, and the threads of Swift's concurrency pool block nearly every signal: a
+    /// `perf record` started from one never saw the SIGINT that should end it, and the benchmark
+    /// waited for it forever.
+    func runUnblocked() throws {
+        var none = sigset_t()
+        var old = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, &old)
+        defer { pthread_sigmask(SIG_SETMASK, &old, nil) }
+        try run()
+    }
+}
+
 enum ProcessCPU {
     /// User + system CPU time of every thread of `pid` so far, in microseconds; nil when it is gone.
     static func microseconds(pid: Int32) -> Int64? {
