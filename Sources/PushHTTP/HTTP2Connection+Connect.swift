@@ -72,8 +72,8 @@ extension HTTP2Connection {
                     streamConfiguration.streamResetFrameRateLimit.windowLength = .seconds(10)
                     streamConfiguration.streamErrorRateLimit.maximumCount = 1_000_000
                     streamConfiguration.streamErrorRateLimit.windowLength = .seconds(10)
-                    // Between TLS and HTTP/2: the flushes of one turn of the event loop become
-                    // one TLS write and one system call.
+                    // Between TLS and HTTP/2: the writes and flushes of one turn of the event
+                    // loop become one buffer, one TLS write and one system call.
                     try sync.addHandler(FlushCoalescer())
                     try sync.addHandler(
                         NIOHTTP2Handler(mode: .client, connectionConfiguration: connectionConfiguration, streamConfiguration: streamConfiguration))
