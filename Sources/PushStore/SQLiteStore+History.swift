@@ -97,7 +97,7 @@ extension SQLiteStore: HistoryStore {
             }
             _ = arguments.append(contentsOf: [limit + 1])
             let rows = try Row.fetchAll(
-                db, sql: "SELECT * FROM subscription WHERE \(conditions.joined(separator: " AND ")) ORDER BY handle LIMIT ?", arguments: arguments)
+                db, sql: "SELECT \(Self.subscriptionColumns) FROM subscription WHERE \(conditions.joined(separator: " AND ")) ORDER BY handle LIMIT ?", arguments: arguments)
             var found: [SubscriptionFound] = []
             for row in rows.prefix(limit) {
                 let subscription = try Self.subscription(row)

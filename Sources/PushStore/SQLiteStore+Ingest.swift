@@ -295,7 +295,7 @@ extension SQLiteStore: IngestStore {
     public func dueSubscriptions(now: Int64, limit: Int) async throws -> [Subscription] {
         try await read { db in
             try Row.fetchAll(
-                db, sql: "SELECT * FROM subscription WHERE expires_at <= ? ORDER BY expires_at, handle LIMIT ?", arguments: [now, limit]
+                db, sql: "SELECT \(Self.subscriptionColumns) FROM subscription WHERE expires_at <= ? ORDER BY expires_at, handle LIMIT ?", arguments: [now, limit]
             ).map(Self.subscription)
         }
     }
@@ -308,7 +308,7 @@ extension SQLiteStore: IngestStore {
             while start < handles.count {
                 let slice = Array(handles[start..<min(handles.count, start + 500)])
                 let marks = Array(repeating: "?", count: slice.count).joined(separator: ",")
-                let sql = "SELECT * FROM subscription WHERE handle IN (\(marks))"
+                let sql = "SELECT \(Self.subscriptionColumns) FROM subscription WHERE handle IN (\(marks))"
                 // Small reads (an admission after each create) reuse their prepared statement;
                 // the cache stays bounded to those 32 shapes.
                 let statement = slice.count <= 32 ? try db.cachedStatement(sql: sql) : try db.makeStatement(sql: sql)
