@@ -50,8 +50,11 @@ struct BenchEndToEnd: AsyncParsableCommand {
         try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         defer { if !keep { try? FileManager.default.removeItem(at: folder) } }
         let account = folder.appendingPathComponent("service-account.json").path
-        FileManager.default.createFile(atPath: account, contents: Data(try BenchDeliver.serviceAccountJSON(tokenURI: fake.base + "/token")), attributes: [.posixPermissions: 0o600])
-        FileManager.default.createFile(atPath: folder.appendingPathComponent("queue.ndjson").path, contents: nil)
+        let key = Data(try BenchDeliver.serviceAccountJSON(tokenURI: fake.base + "/token"))
+        guard FileManager.default.createFile(atPath: account, contents: key, attributes: [.posixPermissions: 0o600]) else {
+            throw ValidationError("cannot write \(account)")
+        }
+        try Data().write(to: folder.appendingPathComponent("queue.ndjson"))
         if let storedSubscriptions {
             guard (1...10_000_000).contains(storedSubscriptions) else { throw ValidationError("--stored-subscriptions 1 to 10,000,000") }
             let started = Date()
@@ -84,8 +87,8 @@ struct BenchEndToEnd: AsyncParsableCommand {
         process.arguments = ["run", "--config", folder.appendingPathComponent("pushdispatch.yaml").path]
         process.currentDirectoryURL = folder
         let logPath = folder.appendingPathComponent("service.log").path
-        FileManager.default.createFile(atPath: logPath, contents: nil)
-        let log = FileHandle(forWritingAtPath: logPath)
+        try Data().write(to: URL(fileURLWithPath: logPath))
+        let log = try FileHandle(forWritingTo: URL(fileURLWithPath: logPath))
         process.standardOutput = log
         process.standardError = log
         try process.run()

@@ -29,12 +29,9 @@ struct PeerFake {
         // file (Foundation's Process waits for the daemon too).
         let log = NSTemporaryDirectory() + "pushdispatch-peer-\(UUID().uuidString).txt"
         defer { try? FileManager.default.removeItem(atPath: log) }
-        // Children inherit this thread's blocked signals; nginx must be able to get SIGTERM.
-        var all = sigset_t()
-        sigfillset(&all)
-        pthread_sigmask(SIG_UNBLOCK, &all, nil)
+        // nginx must be able to get SIGTERM (see `withNoSignalBlocked`).
         let script = tls ? "run_peer_tls.sh" : "run_peer.sh"
-        let status = system("bash '\(folder)/\(script)' --serve > '\(log)' 2>&1 < /dev/null")
+        let status = withNoSignalBlocked { system("bash '\(folder)/\(script)' --serve > '\(log)' 2>&1 < /dev/null") }
         let text = (try? String(contentsOfFile: log, encoding: .utf8)) ?? ""
         guard status == 0, let pid = text.split(separator: " ").last.flatMap({ Int32($0.trimmingCharacters(in: .whitespacesAndNewlines)) })
         else { throw ValidationError("\(script) --serve failed: \(text)") }
@@ -84,41 +81,53 @@ struct PeerFake {
     }
 }
 
-/// CPU time of other processes, from `/proc`.
+/// Runs `body` (which starts a child) with no signal blocked on this thread, then restores the
+/// mask. A child inherits the signal mask of the thread that starts it, and the threads of
+/// Swift's concurrency pool block nearly every signal: nginx started from one could not be
+/// stopped with SIGTERM, and a `perf record` never saw the SIGINT that should end it (the
+/// benchmark waited for it forever).
+func withNoSignalBlocked<T>(_ body: () throws -> T) rethrows -> T {
+    var none = sigset_t()
+    var old = sigset_t()
+    sigemptyset(&none)
+    pthread_sigmask(SIG_SETMASK, &none, &old)
+    defer { pthread_sigmask(SIG_SETMASK, &old, nil) }
+    return try body()
+}
+
 extension Process {
-    /// Starts the process with no signal blocked. A child inherits the signal mask of the thread
-    /// that starts it, and the threads of Swift's concurrency pool block nearly every signal: a
-    /// `perf record` started from one never saw the SIGINT that should end it, and the benchmark
-    /// waited for it forever.
+    /// Starts the process with no signal blocked (`withNoSignalBlocked`).
     func runUnblocked() throws {
-        var none = sigset_t()
-        var old = sigset_t()
-        sigemptyset(&none)
-        pthread_sigmask(SIG_SETMASK, &none, &old)
-        defer { pthread_sigmask(SIG_SETMASK, &old, nil) }
-        try run()
+        try withNoSignalBlocked { try run() }
     }
 }
 
+/// CPU time of other processes, from `/proc`.
 enum ProcessCPU {
+    /// The fields of `/proc/PID/stat` after "pid (comm) ": the state is `[0]`, the parent `[1]`,
+    /// utime and stime `[11]` and `[12]`, the waited-for children's `[13]` and `[14]` (fields 3,
+    /// 4, 14–17 of proc(5)); nil when the process is gone.
+    static func stat(pid: Int32) -> [Substring]? {
+        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return nil }
+        return text[text.index(after: close)...].split(separator: " ")
+    }
+
+    /// Clock ticks to microseconds.
+    static func microseconds(ticks: Int64) -> Int64 {
+        ticks * 1_000_000 / max(1, Int64(sysconf(Int32(_SC_CLK_TCK))))
+    }
+
     /// User + system CPU time of every thread of `pid` so far, in microseconds; nil when it is gone.
     static func microseconds(pid: Int32) -> Int64? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-            let close = text.lastIndex(of: ")")
-        else { return nil }
-        // After "pid (comm) ": state is field 3; utime and stime are fields 14 and 15.
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 13, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return nil }
-        let ticks = Int64(sysconf(Int32(_SC_CLK_TCK)))
-        return (user + system) * 1_000_000 / max(1, ticks)
+        guard let fields = stat(pid: pid), fields.count > 13, let user = Int64(fields[11]), let system = Int64(fields[12]) else { return nil }
+        return microseconds(ticks: user + system)
     }
 
     /// The processes whose parent is `pid`.
     static func children(of pid: Int32) -> [Int32] {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }
         return entries.compactMap { Int32($0) }.filter { child in
-            guard let text = try? String(contentsOfFile: "/proc/\(child)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return false }
-            let fields = text[text.index(after: close)...].split(separator: " ")
+            guard let fields = stat(pid: child) else { return false }
             return fields.count > 1 && Int32(fields[1]) == pid
         }
     }
@@ -140,11 +149,8 @@ extension ProcessCPU {
     /// waited for (a PostgreSQL server: the postmaster, its backends, and the backends gone), in
     /// microseconds; nil when `pid` is gone.
     static func treeMicroseconds(pid: Int32) -> Int64? {
-        guard let text = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8), let close = text.lastIndex(of: ")") else { return nil }
-        let fields = text[text.index(after: close)...].split(separator: " ")
-        guard fields.count > 15 else { return nil }
-        let ticks = fields[11...14].compactMap { Int64($0) }.reduce(0, +)
-        var total = ticks * 1_000_000 / max(1, Int64(sysconf(Int32(_SC_CLK_TCK))))
+        guard let fields = stat(pid: pid), fields.count > 15 else { return nil }
+        var total = microseconds(ticks: fields[11...14].compactMap { Int64($0) }.reduce(0, +))
         for child in children(of: pid) { total += microseconds(pid: child) ?? 0 }
         return total
     }

@@ -77,4 +77,3 @@ final class FlushCoalescer: ChannelOutboundHandler, RemovableChannelHandler {
         context.write(wrapOutboundOut(.byteBuffer(bytes)), promise: promise)
     }
 }
-
