@@ -53,7 +53,7 @@ extension SQLiteStore: DeliveryStore {
         -> [StoredNotification]
     {
         guard limit > 0 else { return [] }
-        return try await write { db in
+        return try await writeRelaxed { db in
             try Self.claim(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped)
         }
     }
@@ -62,7 +62,7 @@ extension SQLiteStore: DeliveryStore {
     public func claimDue(now: Int64, limit: Int, claimant: String, leaseUntil: Int64, excluding: Set<SenderKey>, capped: [SenderKey: Int]) async throws
         -> ClaimedBatch
     {
-        try await write { db in
+        try await writeRelaxed { db in
             try Self.claimDue(db, now: now, limit: limit, claimant: claimant, leaseUntil: leaseUntil, excluding: excluding, capped: capped)
         }
     }
@@ -154,7 +154,7 @@ extension SQLiteStore: DeliveryStore {
 
     public func settle(_ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
         guard !settlements.isEmpty || !attempts.isEmpty else { return SettleResult() }
-        return try await write { db in try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: now) }
+        return try await writeRelaxed { db in try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: now) }
     }
 
     /// The settlements, then the claim and its next due time, in one transaction.
@@ -162,7 +162,7 @@ extension SQLiteStore: DeliveryStore {
         _ settlements: [Settlement], attempts: [DeliveryAttempt], settledAt: Int64, claimant: String, now: Int64, limit: Int, leaseUntil: Int64,
         excluding: Set<SenderKey>, capped: [SenderKey: Int]
     ) async throws -> (SettleResult, Result<ClaimedBatch, any Error>) {
-        try await write { db in
+        try await writeRelaxed { db in
             let result =
                 settlements.isEmpty && attempts.isEmpty
                 ? SettleResult() : try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: settledAt)

@@ -9,12 +9,17 @@ import Synchronization
 /// concurrent readers, several processes may open it).
 ///
 /// Commits are durable (`synchronous = FULL`): a subscription the API acknowledged survives a
-/// crash or a power cut.
+/// crash or a power cut. The dispatcher's claims and settlements alone are committed without
+/// waiting for the disk (``writeRelaxed(_:)``): a power cut can only make them be done again.
 public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     public let path: String
     let pool: any DatabaseWriter
     /// Saves waiting for the writer (``save(_:allowUpdate:maxPerUser:)``).
     let saves = Mutex(SaveQueue())
+    /// Whether the writer may still be at `synchronous = NORMAL`: set by a relaxed write
+    /// (``writeRelaxed(_:)``) until it has set `FULL` back; a durable write that finds it set
+    /// sets `FULL` itself first, or fails.
+    let relaxed = Mutex(false)
 
     /// Saves are committed in groups: while one group's transaction runs, the saves that arrive
     /// wait, and go together in the next one (one `fdatasync` for all of them). Each save runs
@@ -116,7 +121,7 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
             if group.isEmpty { return }
             let items = group.map { ($0.subscription, $0.allowUpdate, $0.maxPerUser) }
             do {
-                let outcomes = try await pool.write { db in
+                let outcomes = try await durableWrite { db in
                     items.map { subscription, allowUpdate, maxPerUser -> Result<SaveOutcome, any Error> in
                         do {
                             var outcome: SaveOutcome?
@@ -355,10 +360,57 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
         -> T
     {
         do {
-            return try await pool.write(body)
+            return try await durableWrite(body)
         } catch {
             throw Self.storeError(error, subscriptionID: subscriptionID)
         }
+    }
+
+    /// One transaction committed with `synchronous = FULL` (the writer's setting, set back first
+    /// if a relaxed write could not).
+    func durableWrite<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try await pool.writeWithoutTransaction { db in
+            if self.relaxed.withLock({ $0 }) {
+                try db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()
+                self.relaxed.withLock { $0 = false }
+            }
+            return try Self.transaction(db, body)
+        }
+    }
+
+    /// One transaction committed with `synchronous = NORMAL`: written to the WAL, not waited
+    /// for on the disk. For the dispatcher's claims and settlements only, whose loss in a power
+    /// cut (never in a crash of the process: the WAL is in the system's cache) repeats work
+    /// without losing any: SQLite's claims are all given back at start, and a settlement lost
+    /// means its notification is sent again, as one in flight at a crash is (SPEC §4,
+    /// `docs/durability.md`). The next durable commit's `fdatasync` carries these frames too.
+    /// Every other write stays `FULL`: records and subscriptions are acknowledged to others.
+    func writeRelaxed<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        do {
+            return try await pool.writeWithoutTransaction { db in
+                self.relaxed.withLock { $0 = true }
+                try db.cachedStatement(sql: "PRAGMA synchronous = NORMAL").execute()
+                let result = Result { try Self.transaction(db, body) }
+                // The transaction's outcome is its caller's even when this fails: the flag
+                // stays set, and the next durable write sets FULL (or fails) before it commits.
+                if (try? db.cachedStatement(sql: "PRAGMA synchronous = FULL").execute()) != nil {
+                    self.relaxed.withLock { $0 = false }
+                }
+                return try result.get()
+            }
+        } catch {
+            throw Self.storeError(error, subscriptionID: nil)
+        }
+    }
+
+    /// `body` in a transaction, committed unless it throws.
+    static func transaction<T>(_ db: Database, _ body: (Database) throws -> T) throws -> T {
+        var result: T?
+        try db.inTransaction {
+            result = try body(db)
+            return .commit
+        }
+        return result!
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {

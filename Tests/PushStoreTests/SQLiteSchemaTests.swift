@@ -140,6 +140,35 @@ struct SQLiteSchemaTests {
         #expect(try await reopened.pool.write { try String.fetchOne($0, sql: "PRAGMA journal_mode") } == "wal")
     }
 
+    /// The dispatcher's claims and settlements are the only writes that do not wait for the
+    /// disk; the writer is back at FULL after each, even one that failed, and a durable write
+    /// that finds it left at NORMAL sets FULL before it commits.
+    @Test("claims and settlements commit with synchronous = NORMAL, and every other write still with FULL")
+    func relaxedCommits() async throws {
+        let (store, _) = try rawStore()
+        func level() async throws -> Int? {
+            try await store.pool.writeWithoutTransaction { try Int.fetchOne($0, sql: "PRAGMA synchronous") }
+        }
+        #expect(try await store.writeRelaxed { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 1)
+        #expect(try await level() == 2)
+        _ = try await store.claimDue(now: 0, limit: 10, claimant: "test", leaseUntil: 1_000, excluding: [], capped: [:])
+        #expect(try await level() == 2)
+        _ = try await store.settleAndClaimDue(
+            [], attempts: [], settledAt: 0, claimant: "test", now: 0, limit: 10, leaseUntil: 1_000, excluding: [], capped: [:])
+        #expect(try await level() == 2)
+        struct Refused: Error {}
+        await #expect(throws: (any Error).self) { try await store.writeRelaxed { _ in throw Refused() } }
+        #expect(try await level() == 2)
+        // A relaxed write that could not set FULL back leaves the flag: the next durable write
+        // commits with FULL all the same.
+        try await store.pool.writeWithoutTransaction { try $0.execute(sql: "PRAGMA synchronous = NORMAL") }
+        store.relaxed.withLock { $0 = true }
+        #expect(try await store.write { try Int.fetchOne($0, sql: "PRAGMA synchronous") } == 2)
+        #expect(!store.relaxed.withLock { $0 })
+        _ = try await store.save(makeSubscription(), allowUpdate: false)
+        #expect(try await level() == 2)
+    }
+
     /// Debian's SQLite zeroes every freed page (SECURE_DELETE), which wrote each snapshot's
     /// freed journal pages through the WAL and the checkpoint a second time. FAST keeps wiping
     /// deleted rows inside the pages a transaction writes anyway.
