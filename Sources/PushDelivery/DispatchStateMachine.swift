@@ -190,6 +190,8 @@ public struct DispatchStateMachine: Sendable {
         public var status: Int? = nil
         /// From the send's start to its answer (milliseconds; `nil`: nothing was sent).
         public var latency: Int64? = nil
+        /// When the answer came (milliseconds since the epoch; `nil`: not told).
+        public var answeredAt: Int64? = nil
         /// What was answered, without the status: the delivery history's `reason`.
         public var detail: String? = nil
 
@@ -239,6 +241,8 @@ public struct DispatchStateMachine: Sendable {
         var provider: Provider?
         var latency: Int64? = nil
         var key: SenderKey
+        /// When the answer came (milliseconds since the epoch; `nil`: not told).
+        var answeredAt: Int64? = nil
         /// Not sent: its sender was paused or slowed down until then.
         var postponedUntil: Int64? = nil
     }
@@ -510,8 +514,10 @@ public struct DispatchStateMachine: Sendable {
 
     /// A send ended with `outcome`: its slots are free; its settlement waits for
     /// ``decisions(now:random:)``.
-    public mutating func sent(_ send: Send, outcome: DeliveryOutcome, latency: Int64? = nil) {
-        completed.append(Completed(notification: send.notification, outcome: outcome, provider: send.provider, latency: latency, key: send.key))
+    /// `at`: when the answer came (the latency histogram's end; else the decision's time).
+    public mutating func sent(_ send: Send, outcome: DeliveryOutcome, latency: Int64? = nil, at: Int64? = nil) {
+        completed.append(
+            Completed(notification: send.notification, outcome: outcome, provider: send.provider, latency: latency, key: send.key, answeredAt: at))
         byProvider[send.provider, default: 1] -= 1
         byApp[send.notification.entry.app, default: 1] -= 1
         if send.key.isDestination {
@@ -529,6 +535,10 @@ public struct DispatchStateMachine: Sendable {
 
     /// Whether answers wait for their settlement.
     public var hasAnswers: Bool { !completed.isEmpty }
+    /// How many answers wait to be decided and stored.
+    public var answerCount: Int { completed.count }
+    /// Whether claimed sends wait for a free slot or their budget.
+    public var hasWaitingSends: Bool { !waiting.isEmpty }
 
     /// The settlements of every answer so far (in the order they came), deciding pauses,
     /// slow-downs and resumptions as it goes. `random` gives each retry's jitter (uniform in
@@ -555,6 +565,7 @@ public struct DispatchStateMachine: Sendable {
             reason: answer.outcome.reason, needsNotice: false, answered: false, resumed: false)
         decision.status = answer.outcome.status
         decision.latency = answer.latency
+        decision.answeredAt = answer.answeredAt
         decision.detail = answer.outcome.detail
         if let until = answer.postponedUntil {
             if now.saturatingSubtracting(notification.createdAt) > configuration.retry.window {

@@ -27,6 +27,11 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         public var keepsHistory = false
         /// How many instances share the senders' budgets (set by the lease keeper among several).
         public var share = InstanceShare()
+        /// How long answers may wait for the next claim (milliseconds; 0: stored at once). When
+        /// nothing else is due, records arriving one by one would cost a transaction each to
+        /// store their answers alone; waiting for the next record's claim stores them with it
+        /// in one. A batch's worth of answers, something due sooner, or stopping ends the wait.
+        public var settleLinger: Int64 = 0
 
         public init(
             retry: RetryPolicy = RetryPolicy(), perProvider: Int = 256, perApp: Int = 64, perDestination: Int? = nil, lease: Int64 = 300_000,
@@ -54,6 +59,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         /// the commit), holding notifications nobody here knows of until their lease lapses.
         /// The claims this dispatcher does not hold are released before the next claim.
         var reconcile = false
+        /// The outbox changed since the last claim began (``outboxChanged()``).
+        var outboxChanged = false
     }
 
     let store: any DeliveryStore
@@ -103,7 +110,10 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     }
 
     /// New notifications were committed (or claims released): look for due work now.
-    public func outboxChanged() { nudge() }
+    public func outboxChanged() {
+        state.withLock { $0.outboxChanged = true }
+        nudge()
+    }
 
     /// Wakes the worker if it sleeps.
     public func nudge() {
@@ -199,7 +209,15 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     func loop(group: inout DiscardingTaskGroup) async {
         var failures = 0
         var lastStaleSweep = Int64.min
+        // When the outbox may hold something due (unknown: at start), and when the last claim
+        // said its next due time is.
+        var idle = IdleOutbox.unknown
         while !stopping {
+            if configuration.settleLinger > 0 {
+                await lingerForClaim(idle)
+                // Stopping: the answers are stored by the shutdown, which claims nothing more.
+                if stopping { break }
+            }
             // The answers so far are stored with the next claim, in one round trip where the
             // store can (SQLite: one transaction), or alone when nothing is to be claimed.
             let pending = await pendingSettlements()
@@ -244,6 +262,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             var limit: Int?
             if case .claim(let most, let excluding, let capped) = claim {
                 limit = most
+                state.withLock { $0.outboxChanged = false }
+                idle = .unknown
                 let leaseUntil = now.saturatingAdding(configuration.lease)
                 let outcome: Result<ClaimedBatch, any Error>
                 if let pending {
@@ -274,10 +294,13 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                     state.withLock { $0.held.formUnion(claimed.map(\.id)) }
                     failures = 0
                     switch batch.nextDue {
-                    case .notRead, .none:
+                    case .notRead:
                         break
+                    case .none:
+                        idle = .until(nil)
                     case .at(let due):
                         nextDue = due
+                        idle = .until(due)
                     case .unknown(let error):
                         // What was claimed is sent even when this read failed (it would otherwise
                         // wait for its lease): look again in a second.
@@ -319,6 +342,31 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         }
     }
 
+    /// What the last claim said of the outbox.
+    enum IdleOutbox {
+        /// It may hold something due now (no claim yet, a full batch, a failed read).
+        case unknown
+        /// Nothing due before this time (`nil`: nothing waits).
+        case until(Int64?)
+    }
+
+    /// Keeps the answers so far waiting for the next claim (``Configuration/settleLinger``),
+    /// while: the last claim found nothing more due before the wait would end, the outbox has
+    /// not changed since, no claimed send waits to start (its turn comes with the loop's),
+    /// fewer than a claim's batch of answers wait, and the dispatcher is not stopping. No
+    /// answer waiting, nothing to wait for.
+    func lingerForClaim(_ idle: IdleOutbox) async {
+        guard case .until(let due) = idle else { return }
+        let deadline = clock.now.saturatingAdding(configuration.settleLinger)
+        if let due, due <= deadline { return }
+        let batch = configuration.machine.claimBatch
+        while !stopping {
+            let (changed, answers, waiting) = state.withLock { ($0.outboxChanged, $0.machine.answerCount, $0.machine.hasWaitingSends) }
+            if changed || waiting || answers == 0 || answers >= batch || clock.now >= deadline { return }
+            await waitForWake(until: deadline)
+        }
+    }
+
     /// Starts sends: with callbacks alone where the sender can (its answer completes the send
     /// on the connection's thread: no task to wake per answer), else each in its own child
     /// task; the answer wakes the loop. Either way the machine counts the send in flight until
@@ -345,9 +393,10 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     }
 
     func complete(_ send: DispatchStateMachine.Send, _ outcome: DeliveryOutcome) {
-        let latency = send.startedAt.map { max(0, clock.now.saturatingSubtracting($0)) }
+        let now = clock.now
+        let latency = send.startedAt.map { max(0, now.saturatingSubtracting($0)) }
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.machine.sent(send, outcome: outcome, latency: latency)
+            state.machine.sent(send, outcome: outcome, latency: latency, at: now)
             state.wake = true
             defer { state.waiter = nil }
             return state.waiter
@@ -414,7 +463,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
             }
         }
         var pending = PendingSettlements(now: now, decisions: decisions, settlements: settlements)
-        if configuration.keepsHistory || feed.isWatched { pending.attempts = decisions.filter(\.attempted).map { DeliveryAttempt($0, at: now) } }
+        if configuration.keepsHistory || feed.isWatched { pending.attempts = decisions.filter(\.attempted).map { DeliveryAttempt($0, at: $0.answeredAt ?? now) } }
         return pending
     }
 
@@ -518,7 +567,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         func metadata() -> Logger.Metadata {
             ["app": "\(entry.app)", "subscription": "\(entry.subscriptionID)", "provider": "\(provider)", "outcome": "\(decision.reason)"]
         }
-        if decision.answered { counters.answered(provider: provider, committedAt: decision.notification.createdAt, at: now) }
+        // Until the answer came, not until this turn (answers may wait for the next claim).
+        if decision.answered { counters.answered(provider: provider, committedAt: decision.notification.createdAt, at: decision.answeredAt ?? now) }
         stats.record(
             DeliveryStats.Key(app: entry.app, provider: provider, destination: key.destination), now: now,
             delivered: decision.note == .delivered, status: decision.status, latency: decision.latency)
