@@ -137,7 +137,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         let resumed = state.withLock { $0.machine.resume(key) }
         if resumed {
             logger.notice("sender resumed by an operator", metadata: ["sender": "\(key)"])
-            nudge()
+            // What it left waiting is due now: claimed at once, answers waiting or not.
+            outboxChanged()
         }
         return resumed
     }
