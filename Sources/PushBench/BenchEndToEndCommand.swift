@@ -229,7 +229,8 @@ struct BenchEndToEnd: AsyncParsableCommand {
         var lastProgress = Date()
         var stopped = false
         while ingestOnly ? answers.load(ordering: .relaxed) < records : delivered < before.delivered + Double(records) {
-            try await Task.sleep(for: .milliseconds(feedEnds.map { Date() < $0 } ?? false ? 500 : 20))
+            let feeding = feedEnds.map { Date() < $0 } ?? false
+            try await Task.sleep(for: .milliseconds(feeding ? 500 : 20))
             guard process.isRunning else { throw ValidationError("pushdispatch run stopped: " + serviceLog(folder)) }
             if acknowledgedAt == nil, answers.load(ordering: .relaxed) >= records { acknowledgedAt = Date().timeIntervalSince(start) }
             let now = ingestOnly ? Double(answers.load(ordering: .relaxed)) : try await Self.delivered(client, base)
