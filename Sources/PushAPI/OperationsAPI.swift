@@ -57,6 +57,16 @@ public protocol OperationsControl: Sendable {
     /// Checks the dead letters matching `filter` again as the service now would, and (unless
     /// `dryRun`) applies those now valid, once each, in their order.
     func redrive(_ filter: DeadLetterFilter, dryRun: Bool) async throws -> RedriveResult
+    /// Queues again the notifications discarded since the filter's time, and has them claimed
+    /// at once (not with the next record); answers how many.
+    func recover(_ filter: RecoveryFilter) async throws -> Int
+}
+
+extension OperationsControl {
+    /// Queues them again in the history's store; a control with a dispatcher also wakes it.
+    public func recover(_ filter: RecoveryFilter) async throws -> Int {
+        try await history.recover(filter, now: now)
+    }
 }
 
 /// The operations API under `/ops/v1` (SPEC §13.3): read the delivery history, find
@@ -161,7 +171,7 @@ public struct OperationsAPI: Sendable {
         guard let since = body["since"]?.integerValue, since >= 0 else {
             throw APIError.badRequest("since: expected a time in milliseconds since the epoch (notifications discarded from then on are queued again)")
         }
-        let count = try await control.history.recover(RecoveryFilter(app: app, kind: kind, destination: destination, since: since), now: control.now)
+        let count = try await control.recover(RecoveryFilter(app: app, kind: kind, destination: destination, since: since))
         return Response.json(["recovered": .int(Int64(count))])
     }
 

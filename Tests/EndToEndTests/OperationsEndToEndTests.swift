@@ -215,4 +215,46 @@ struct OperationsEndToEndTests {
         #expect(Date().timeIntervalSince(stopping) < 10)
         #expect(try await open.status == 200)
     }
+
+    @Test("notifications recovered through the API are claimed at once, even when the service is idle")
+    func recoveredAtOnce() async throws {
+        let fakes = try await FakeProviders.start(tls: true)
+        defer { Task { await fakes.stop() } }
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-recover-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        try Data(fakes.serviceAccountJSON).write(to: folder.appendingPathComponent("service-account.json"))
+        let config = folder.appendingPathComponent("pushdispatch.yaml").path
+        setenv("PD_TEST_OPERATIONS_TOKEN", Self.token, 1)
+        try Data(
+            """
+            store: {sqlite: ./store.db}
+            ingest: {queueFile: ./changes.ndjson, deadLetter: ./dead.ndjson}
+            http: {port: 0, operationsToken: env:PD_TEST_OPERATIONS_TOKEN}
+            delivery: {caFile: "\(ProviderFixtures.root.appendingPathComponent("tls/ca.pem").path)", timeout: 60s, retry: {initial: 200ms, window: 1s}}
+            apps:
+              toto:
+                auth: {hs256Secret: "\(ServiceEndToEndTests.secret)"}
+                fcm: {serviceAccountFile: ./service-account.json, endpoint: "\(fakes.fcmEndpoint)"}
+            """.utf8
+        ).write(to: URL(fileURLWithPath: config))
+        #expect(FileManager.default.createFile(atPath: folder.appendingPathComponent("changes.ndjson").path, contents: nil))
+        let device = "recover-fcm-device-token-0001"
+        fakes.setStanding(device, .recorded("fcm-unavailable"))
+        let service = try RunningService(config: config)
+        defer { _ = service.stop() }
+        let port = try await service.port()
+        try await ServiceEndToEndTests.eventually("ready") { try RunCommandTests.curl(["http://127.0.0.1:\(port)/readyz"]).status == 200 }
+        let id = try ServiceEndToEndTests.subscribe(port, #"{"kind":"mobile","mode":"value","format":"v2","path":"/a","context":"\#(device)"}"#)
+        try CrashTests.append([#"{"seq":1,"app":"toto","op":"put","path":"/a","data":{"x":1}}"#], to: folder)
+        try await ServiceEndToEndTests.eventually("discarded after the 1 s window") {
+            try Self.ops(port, "/ops/v1/subscriptions/toto/\(id)/history").json["items"]?.arrayValue?.first?["outcome"]?.stringValue == "discarded"
+        }
+        fakes.setStanding(device, nil)
+        // Nothing else is due: only the recovery's wake-up sends it (before, it waited for the next record).
+        #expect(try Self.ops(port, "/ops/v1/recover", post: #"{"app":"toto","since":0}"#).json["recovered"]?.integerValue == 1)
+        try await ServiceEndToEndTests.eventually("the recovered notification delivered", timeout: 10) {
+            fakes.received(provider: "fcm").contains { $0.target == device && $0.status == 200 }
+        }
+        #expect(service.stop() == 0)
+    }
 }

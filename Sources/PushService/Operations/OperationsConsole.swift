@@ -110,6 +110,14 @@ struct OperationsConsole: OperationsControl {
         return resumed
     }
 
+    /// Queues them again and has this instance's dispatcher claim them at once (on an idle
+    /// service it would otherwise wait for the next record or due time).
+    func recover(_ filter: RecoveryFilter) async throws -> Int {
+        let count = try await history.recover(filter, now: clock.now)
+        if count > 0 { dispatcher.outboxChanged() }
+        return count
+    }
+
     func deadLetters(_ filter: DeadLetterFilter, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeadLetterEntry> {
         let reader = DeadLetterReader(path: deadLetterPath)
         return try await Task.detached { try reader.page(filter, cursor: cursor, limit: limit) }.value
