@@ -6,9 +6,11 @@ import PushCore
 import PushContracts
 
 /// Turns every failure into a deliberate JSON error: an ``APIError`` as it is, a route that
-/// does not exist as 404, an over-long body as 413; anything else is logged and answered 500.
+/// does not exist as 404 (405 with `Allow` when its path is served with other methods), an
+/// over-long body as 413; anything else is logged and answered 500.
 struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
     let logger: Logger
+    let served: ServedPaths
 
     func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         do {
@@ -18,6 +20,11 @@ struct ErrorMiddleware<Context: RequestContext>: RouterMiddleware {
         } catch is NIOTooManyBytesError {
             return try APIError.payloadTooLarge.response(from: request, context: context)
         } catch let error as HTTPError where error.status == .notFound {
+            if let allow = served.allow(request.uri.path) {
+                return try APIError(
+                    .methodNotAllowed, .methodNotAllowed, "\(request.method.rawValue) is not allowed here; allowed: \(allow)", headers: [.allow: allow]
+                ).response(from: request, context: context)
+            }
             return try APIError.notFound("no such resource: \(request.method) \(quotedText(request.uri.path))")
                 .response(from: request, context: context)
         } catch let error as StoreError {

@@ -113,9 +113,8 @@ public struct OperationsAPI: Sendable {
     // MARK: - Routes
 
     func subscriptions(_ request: Request) async throws -> Response {
-        let parameters = request.uri.queryParameters
         let query = SubscriptionQuery(
-            app: parameters.get("app"), uid: parameters.get("uid"), path: parameters.get("path"), token: parameters.get("token"))
+            app: try query(request, "app"), uid: try query(request, "uid"), path: try query(request, "path"), token: try query(request, "token"))
         guard query.app != nil || query.uid != nil || query.path != nil || query.token != nil else {
             throw APIError.badRequest("give at least one of app, uid, path or token (the whole device token, matched exactly)")
         }
@@ -177,8 +176,8 @@ public struct OperationsAPI: Sendable {
 
     func events(_ request: Request) throws -> Response {
         let parameters = request.uri.queryParameters
-        let app = parameters.get("app")
-        let provider = parameters.get("provider")
+        let app = try query(request, "app")
+        let provider = try query(request, "provider")
         if let provider, Self.kind(provider) == nil, provider != "none" {
             throw APIError.badRequest("provider: expected fcm, hms, harmonyos, apns, webpush or webhook, got \(quotedText(provider))")
         }
@@ -189,10 +188,12 @@ public struct OperationsAPI: Sendable {
             }
             return outcome
         }
-        let attempts = control.watch()
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-store"
+        // HEAD: the stream's headers, and no watcher left behind for a body never read.
+        if request.method == .head { return Response(status: .ok, headers: headers) }
+        let attempts = control.watch()
         let heartbeat = Self.heartbeat
         return Response(
             status: .ok, headers: headers,
@@ -240,7 +241,7 @@ public struct OperationsAPI: Sendable {
             }
             return value
         }
-        let filter = DeadLetterFilter(reason: parameters.get("reason"), app: parameters.get("app"), since: try time("since"), until: try time("until"))
+        let filter = DeadLetterFilter(reason: try query(request, "reason"), app: try query(request, "app"), since: try time("since"), until: try time("until"))
         let page = try await control.deadLetters(filter, cursor: try cursor(request), limit: try limit(request))
         let items: [JSON] = page.items.map { entry in
             Self.object([
@@ -291,7 +292,19 @@ public struct OperationsAPI: Sendable {
     func parameter(_ name: String, _ context: BasicRequestContext) throws -> String {
         guard let raw = context.parameters.get(name) else { throw APIError.notFound("missing \(name)") }
         guard let decoded = raw.removingPercentEncoding else { throw APIError.badRequest("\(name): invalid percent-encoding") }
-        return decoded
+        return try Self.withoutNUL(decoded, name)
+    }
+
+    /// The query parameter `name`, if given.
+    func query(_ request: Request, _ name: String) throws -> String? {
+        try request.uri.queryParameters.get(name).map { try Self.withoutNUL($0, name) }
+    }
+
+    /// `text`, unless it holds U+0000: no stored value does (PostgreSQL's text cannot), so a
+    /// filter or name with it is a client's mistake, answered 400 on either store.
+    static func withoutNUL(_ text: String, _ name: String) throws -> String {
+        guard !text.utf8.contains(0) else { throw APIError.badRequest("\(name): contains the character U+0000 (NUL)") }
+        return text
     }
 
     func limit(_ request: Request) throws -> Int {
@@ -311,6 +324,12 @@ public struct OperationsAPI: Sendable {
     }
 
     func jsonBody(_ request: Request) async throws -> JSON {
+        try await Self.jsonBody(request)
+    }
+
+    /// The body, a JSON object: 415 unless `application/json`, 413 beyond ``maxBodyBytes``,
+    /// 400 unless a JSON object (a repeated key included).
+    static func jsonBody(_ request: Request) async throws -> JSON {
         let buffer = try await request.body.collect(upTo: Self.maxBodyBytes)
         let contentType = request.headers[.contentType]?.lowercased() ?? ""
         let mediaType = contentType.split(separator: ";").first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
@@ -337,7 +356,7 @@ public struct OperationsAPI: Sendable {
         guard let text = value.stringValue, !text.isEmpty, text.utf8.count <= 2048 else {
             throw APIError.badRequest("\(key): expected a non-empty string of at most 2048 bytes")
         }
-        return text
+        return try Self.withoutNUL(text, key)
     }
 
     func provider(_ body: JSON, required: Bool) throws -> SubscriptionKind? {

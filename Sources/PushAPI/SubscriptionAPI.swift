@@ -7,7 +7,7 @@ import PushJOSE
 import PushJSON
 import PushMatching
 
-/// The subscription REST API (SPEC §5), plus `/.well-known/jwks.json` and health.
+/// The subscription REST API (SPEC §5), plus `/.well-known/jwks.json`, `/openapi.json` and health.
 ///
 ///     POST   /datasync/v2/{app}/subscriptions/{uid}[?allowsUpdate=true]   create 201 / refresh 200 / 409 / remove 204
 ///     GET    /datasync/v2/{app}/subscriptions/{uid}                       list 200
@@ -44,29 +44,24 @@ public struct SubscriptionAPI: Sendable {
         self.logger = logger
     }
 
-    /// A router serving the API.
-    public func router() -> Router<BasicRequestContext> {
-        let router = Router(context: BasicRequestContext.self)
-        router.add(middleware: ErrorMiddleware(logger: logger))
+    /// A router serving the API. Its errors are JSON (``ErrorMiddleware``), on every route
+    /// added to it later too; a method a path does not serve is 405 once `served` has recorded
+    /// the router's routes (``ServedPaths/record(_:)``).
+    public func router(served: ServedPaths = ServedPaths()) -> Router<BasicRequestContext> {
+        // HEAD wherever GET (RFC 9110 §9.3.2): the GET route's answer without its body.
+        let router = Router(context: BasicRequestContext.self, options: .autoGenerateHeadEndpoints)
+        router.add(middleware: ErrorMiddleware(logger: logger, served: served))
         let collection = "datasync/v2/:app/subscriptions/:uid"
         router.post(RouterPath(collection)) { request, context in try await create(request, context) }
         router.get(RouterPath(collection)) { request, context in try await list(request, context) }
         router.get(RouterPath(collection + "/:id")) { request, context in try await read(request, context) }
         router.put(RouterPath(collection + "/:id")) { request, context in try await refresh(request, context) }
         router.delete(RouterPath(collection + "/:id")) { request, context in try await remove(request, context) }
-        // A known resource with a method it does not serve: 405 with the methods it does.
-        for (path, allowed) in [(collection, ["GET", "POST"]), (collection + "/:id", ["GET", "PUT", "DELETE"])] {
-            for method in [HTTPRequest.Method.get, .post, .put, .delete, .patch, .head, .options]
-            where !allowed.contains(method.rawValue) {
-                router.on(RouterPath(path), method: method) { request, _ -> Response in
-                    throw APIError(
-                        .methodNotAllowed, .methodNotAllowed,
-                        "\(request.method.rawValue) is not allowed here; allowed: \(allowed.joined(separator: ", "))",
-                        headers: [.allow: allowed.joined(separator: ", ")])
-                }
-            }
-        }
         router.get(".well-known/jwks.json") { _, _ in Response.json(jwks) }
+        let document = ByteBuffer(string: OpenAPIDocument.json)
+        router.get("openapi.json") { _, _ in
+            Response(status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: document))
+        }
         router.get("healthz") { _, _ in Response.json(["status": "ok"]) }
         router.get("readyz") { _, _ in
             if let problem = await readiness.problem() {
@@ -273,6 +268,8 @@ public struct SubscriptionAPI: Sendable {
         guard let decoded = raw.removingPercentEncoding else {
             throw APIError.badRequest("\(name): invalid percent-encoding")
         }
+        // %00: no application, user or subscription id holds it (PostgreSQL's text cannot).
+        guard !decoded.utf8.contains(0) else { throw APIError.badRequest("\(name): contains the character U+0000 (NUL)") }
         return decoded
     }
 

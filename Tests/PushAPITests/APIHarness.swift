@@ -25,6 +25,7 @@ struct APIHarness {
     let clock = ManualClock(start: 1_800_000_000_000)
     let index = CountingIndex()
     let readiness = SettableReadiness()
+    let api: SubscriptionAPI
     let router: Router<BasicRequestContext>
 
     /// - Parameters:
@@ -42,10 +43,12 @@ struct APIHarness {
         let closed = APIApplication(id: "closed", verifier: nil, rules: documentRules, access: access)
         var logger = Logger(label: "api-test")
         logger.logLevel = .critical
-        let api = SubscriptionAPI(
+        api = SubscriptionAPI(
             store: store, applications: ["toto": toto, "closed": closed], clock: clock, index: index, jwks: ["keys": []], readiness: readiness,
             logger: logger)
-        router = api.router()
+        let served = ServedPaths()
+        router = api.router(served: served)
+        served.record(router)
     }
 
     /// A bearer token for `subject`, signed with `secret`, valid around the clock, with `extra` claims.

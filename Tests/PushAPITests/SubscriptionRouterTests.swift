@@ -93,6 +93,9 @@ struct SubscriptionRouterTests {
         Refusal(name: "a method the collection does not serve", method: .patch, status: 405, code: "method_not_allowed"),
         Refusal(name: "an unknown route", method: .get, path: "/datasync/v1/toto", body: nil, status: 404, code: "not_found"),
         Refusal(name: "an unknown subscription", method: .get, path: APIHarness.collection + "/nope", body: nil, status: 404, code: "not_found"),
+        // U+0000: PostgreSQL's text cannot hold it (Schemathesis found the 500); the same 400 on either store.
+        Refusal(name: "a context with U+0000", body: #"{"kind":"webhook","destination":"orders","path":"/a","context":"crm\u0000"}"#, status: 400, code: "bad_request"),
+        Refusal(name: "a subscription id with %00", method: .get, path: APIHarness.collection + "/ab%00cd", body: nil, status: 400, code: "bad_request"),
     ]
 
     @Test("an unknown application answers a bad token exactly as a known one does")
@@ -117,7 +120,7 @@ struct SubscriptionRouterTests {
             #expect(reply.code == refusal.code, "\(reply.body)")
             #expect(reply.json?["message"]?.stringValue?.isEmpty == false)
             if refusal.status == 401 { #expect(reply.headers[.wwwAuthenticate]?.hasPrefix("Bearer realm=\"pushdispatch\"") == true) }
-            if refusal.status == 405 { #expect(reply.headers[.allow] == "GET, POST") }
+            if refusal.status == 405 { #expect(reply.headers[.allow] == "GET, HEAD, POST") }
         }
         #expect(api.index.count == 0)
     }

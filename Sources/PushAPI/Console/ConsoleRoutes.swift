@@ -56,10 +56,18 @@ public struct ConsoleRoutes: Sendable {
         router.post("console/session") { request, _ -> Response in
             if let refusal = gate.closed() { return refusal }
             guard let token = gate.token else { return Self.json(["signedIn": true, "open": true]) }
-            let buffer = try await request.body.collect(upTo: OperationsAPI.maxBodyBytes)
-            let given = (try? JSONParser.parse(Array(buffer.readableBytesView)))?["token"]?.stringValue ?? ""
+            // `{"token": "…"}`, as the sign-in page sends it; any other body is a client's
+            // mistake (415, 400), not a wrong token.
+            let body = try await OperationsAPI.jsonBody(request)
+            guard let given = body["token"]?.stringValue else {
+                throw APIError.badRequest("token: required, a string (the operations token)")
+            }
             guard OperationsRoutes.same(Array(given.utf8), Array(token.utf8)) else {
-                return Response.json(status: .unauthorized, ["error": "unauthorized", "message": "the operations token is not the one configured (http.operationsToken)"])
+                var headers = HTTPFields()
+                headers[.wwwAuthenticate] = "Bearer realm=\"pushdispatch-operations\", error=\"invalid_token\""
+                return Self.json(
+                    ["error": "unauthorized", "message": "the operations token is not the one configured (http.operationsToken)"], status: .unauthorized,
+                    headers: headers)
             }
             let (id, csrf) = sessions.create()
             var headers = HTTPFields()
@@ -67,6 +75,7 @@ public struct ConsoleRoutes: Sendable {
             return Self.json(["signedIn": true, "csrf": .string(csrf)], headers: headers)
         }
         router.delete("console/session") { request, _ -> Response in
+            if let refusal = gate.closed() { return refusal }
             if let (id, session) = sessions.session(request), request.headers[HTTPField.Name("X-CSRF-Token")!] == session.csrf {
                 sessions.remove(id)
             }
@@ -76,9 +85,9 @@ public struct ConsoleRoutes: Sendable {
         }
     }
 
-    static func json(_ value: JSON, headers extra: HTTPFields = [:]) -> Response {
+    static func json(_ value: JSON, status: HTTPResponse.Status = .ok, headers extra: HTTPFields = [:]) -> Response {
         var headers = Self.headers("application/json")
         for field in extra { headers.append(field) }
-        return Response.json(value, headers: headers)
+        return Response.json(status: status, value, headers: headers)
     }
 }

@@ -71,6 +71,11 @@ public struct SubscriptionRequest: Sendable, Equatable {
         if let context, context.utf8.count > maxContextBytes {
             throw RequestError(.tooLarge, "context: \(context.utf8.count) bytes; at most \(maxContextBytes)")
         }
+        // No device token or webhook context holds it, and PostgreSQL's text cannot (the same
+        // answer on either store).
+        if let context, context.utf8.contains(0) {
+            throw RequestError(.invalid, "context: contains the character U+0000 (NUL), which no device token or webhook context holds")
+        }
         let format = try reader.enumeration("format", PayloadFormat.self) ?? .v2
         var encryption: EncryptionSpec?
         if let value = reader.value("encryption"), !value.isNull {

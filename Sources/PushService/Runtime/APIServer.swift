@@ -8,9 +8,8 @@ import PushJSON
 import PushMatching
 import PushStore
 
-/// The HTTP server: the subscription REST API, `/.well-known/jwks.json`, health and readiness
-/// (``SubscriptionAPI``), and the operator's `/metrics` and `/status` (``OperationsRoutes``
-/// over ``Operations``).
+/// The HTTP server: every route of ``ServiceRoutes`` (the subscription REST API, discovery,
+/// health and readiness, the operator's `/metrics`, `/status`, `/ops/v1` and console).
 struct APIServer {
     let configuration: ServiceConfiguration
     let applications: [String: APIApplication]
@@ -32,14 +31,11 @@ struct APIServer {
     func application() -> some ApplicationProtocol {
         let api = SubscriptionAPI(
             store: store, applications: applications, clock: clock, index: index, jwks: jwks, readiness: operations, logger: logger)
-        let router = api.router()
         let sessions = ConsoleSessions(clock: clock)
         let gate = OperationsRoutes(
             report: operations, token: operationsToken?.value, host: configuration.http.host, loopback: configuration.http.isLoopback,
             sessions: sessions)
-        gate.add(to: router)
-        OperationsAPI(control: console, gate: gate).add(to: router)
-        ConsoleRoutes(gate: gate, sessions: sessions).add(to: router)
+        let router = ServiceRoutes.router(subscriptions: api, gate: gate, control: console, sessions: sessions)
         let (logger, address, http, onListening) = (self.logger, self.address, configuration.http, self.onListening)
         return Application(
             router: router,
