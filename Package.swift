@@ -1,4 +1,4 @@
-// swift-tools-version:6.0
+// swift-tools-version:6.1
 import PackageDescription
 
 let package = Package(
@@ -44,6 +44,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.33.2"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing", from: "1.7.3"),
+        // OpenTelemetry traces exported over OTLP/HTTP only: the gRPC exporter's packages
+        // (grpc-swift and its transport) would add minutes to every clean build.
+        .package(url: "https://github.com/swift-otel/swift-otel", from: "1.6.0", traits: ["OTLPHTTP"]),
     ],
     targets: [
         // JSON as SPEC §7.1 has it: key order and number text kept, shortest doubles, bounded
@@ -95,6 +99,14 @@ let package = Package(
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
             ]
         ),
+        // The spans of records and delivery attempts, over swift-distributed-tracing's API (the
+        // service gives it OpenTelemetry's tracer when tracing is on).
+        .target(
+            name: "PushTracing",
+            dependencies: [
+                .product(name: "Tracing", package: "swift-distributed-tracing")
+            ]
+        ),
         // The record engine: lines checked, records through the pipeline, notifications built,
         // batches committed; trees loaded, the subscription index kept in step with the store,
         // expiry; the several-instance intake, leases and owners. Over the store protocols
@@ -102,7 +114,7 @@ let package = Package(
         .target(
             name: "PushEngine",
             dependencies: [
-                "PushCore", "PushJSON", "PushMatching", "PushContracts",
+                "PushCore", "PushJSON", "PushMatching", "PushContracts", "PushTracing",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -139,7 +151,7 @@ let package = Package(
         .target(
             name: "PushDelivery",
             dependencies: [
-                "PushCore", "PushJSON", "PushContracts", "PushJOSE", "PushHTTP",
+                "PushCore", "PushJSON", "PushContracts", "PushJOSE", "PushHTTP", "PushTracing",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
@@ -174,6 +186,8 @@ let package = Package(
                 .product(name: "Prometheus", package: "swift-prometheus"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Yams", package: "Yams"),
+                "PushTracing",
+                .product(name: "OTel", package: "swift-otel"),
             ]
         ),
         // The fake providers (Google OAuth, FCM, HMS, APNs, Web Push, webhooks) replaying the
@@ -236,6 +250,7 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             path: "Sources/PushBench"
         ),
@@ -318,7 +333,7 @@ let package = Package(
         .testTarget(name: "PushIngestTests", dependencies: ["PushCore", "PushJSON", "PushContracts", "PushIngest", "PushTestSupport", "PushFakes", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "PushEngineTests",
-            dependencies: ["PushCore", "PushJSON", "PushMatching", "PushContracts", "PushEngine", "PushStore", "PushJOSE", "PushTestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["PushCore", "PushJSON", "PushMatching", "PushContracts", "PushEngine", "PushStore", "PushJOSE", "PushTestSupport", "PushTracing", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "PushServiceTests",

@@ -12,6 +12,7 @@ import PushJOSE
 import PushJSON
 import PushMatching
 import PushService
+import ServiceLifecycle
 import PushStore
 import PushTestSupport
 import Synchronization
@@ -157,9 +158,13 @@ struct BenchDeliver: AsyncParsableCommand {
         var configuration = Dispatcher.Configuration(perProvider: concurrency, perApp: concurrency, maximumInFlight: concurrency * 2)
         configuration.keepsHistory = history
         if let pacing { configuration.machine.pacing = PacingTable(byKind: [kind: pacing]) }
+        // Traced as the service is, when the environment says so (OTEL_TRACES_EXPORTER=otlp).
+        let tracing = try TracingSetup.make(environment: ProcessInfo.processInfo.environment, logger: logger)
+        let exporter = tracing.map { tracing in Task { try await tracing.service.run() } }
+        defer { exporter?.cancel() }
         let dispatcher = Dispatcher(
             store: store, senders: OneSender(sender: LoggingSender(inner: inner, log: answers)), configuration: configuration,
-            notices: NoNotices(), index: NoIndex(), clock: SystemClock(), logger: logger)
+            notices: NoNotices(), index: NoIndex(), clock: SystemClock(), traces: tracing?.traces, logger: logger)
         FileHandle.standardError.write(Data("delivering \(messages) notifications to \(inner.provider)\n".utf8))
         let start = ContinuousClock.now
         let cpuBefore = Self.cpuMicroseconds()

@@ -7,6 +7,8 @@ import PushIngest
 import PushJOSE
 import PushJSON
 import PushMatching
+import PushService
+import ServiceLifecycle
 import PushStore
 
 /// The ingestion path measured end to end (`pushdispatch-bench ingest`): record lines through
@@ -150,9 +152,13 @@ enum IngestBenchmark {
         let settings = rules.map { ["bench": PipelineSettings(maxWeight: PipelineSettings.standard.maxWeight, rules: $0)] } ?? [:]
         let engine = RecordEngine(
             trees: loaded, settings: settings, sealers: sealers, registry: registry, configuration: .init(keepsHistory: keepsHistory), logger: logger)
+        // Traced as the service is, when the environment says so (OTEL_TRACES_EXPORTER=otlp).
+        let tracing = try TracingSetup.make(environment: ProcessInfo.processInfo.environment, logger: logger)
+        let exporter = tracing.map { tracing in Task { try await tracing.service.run() } }
+        defer { exporter?.cancel() }
         let writer = BatchWriter(
             deadLetters: DeadLetterFile(path: folder + "/dead.ndjson", logger: logger), counters: IngestCounters(), index: registry, outbox: NoOutbox(),
-            logger: logger)
+            traces: tracing?.traces, logger: logger)
         let ingestor = Ingestor(queue: queue, store: store, checker: LineChecker(), engine: engine, writer: writer, clock: SystemClock(), logger: logger)
         let ingestLines = lines.map { IngestLine(bytes: $0, source: "bench", position: 0) }
         // The service's loop: a source sends lines into the bounded queue, the ingestor takes

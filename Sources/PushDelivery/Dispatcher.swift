@@ -1,6 +1,7 @@
 import Logging
 import PushContracts
 import PushCore
+import PushTracing
 import ServiceLifecycle
 import Synchronization
 
@@ -83,6 +84,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     let state: Mutex<State>
     /// Sends started with callbacks alone, without a task (tests).
     let startedWithoutTask = Atomic<Int>(0)
+    /// A span per attempt, when tracing is on.
+    let traces: Traces?
 
     /// - Parameters:
     ///   - notices: builds the revoke notification of a subscription a provider refused.
@@ -93,8 +96,10 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     public init(
         store: any DeliveryStore, senders: any SenderDirectory, configuration: Configuration = Configuration(), notices: any RevocationNotices,
         index: any SubscriptionIndexFollower, clock: any ServiceClock, random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
-        counters: DeliveryCounters = DeliveryCounters(), feed: AttemptFeed = AttemptFeed(), tenure: ClaimTenure = ClaimTenure(), logger: Logger
+        counters: DeliveryCounters = DeliveryCounters(), feed: AttemptFeed = AttemptFeed(), tenure: ClaimTenure = ClaimTenure(), traces: Traces? = nil,
+        logger: Logger
     ) {
+        self.traces = traces
         self.tenure = tenure
         self.feed = feed
         self.store = store
@@ -377,18 +382,31 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         for started in sends {
             var timed = started
             timed.startedAt = now
+            // Traced: the attempt's span, whose context the request carries (webhooks).
+            let span = traces.map { traces in
+                let entry = timed.notification.entry
+                return traces.startAttempt(
+                    app: entry.app, seq: entry.recordSeq, notification: timed.notification.id, subscription: entry.subscriptionID,
+                    provider: timed.provider.label, destination: DeliveryAttempt.destination(of: entry),
+                    attempt: timed.notification.attempts == .max ? .max : timed.notification.attempts + 1)
+            }
+            timed.notification.traceparent = span?.traceparent
             let send = timed
+            let traces = self.traces
+            let finish: @Sendable (DeliveryOutcome) -> Void = { outcome in
+                if let traces, let span { traces.endAttempt(span, status: outcome.status, outcome: outcome.metricLabel, reason: outcome.detail) }
+                self.complete(send, outcome)
+            }
             guard let sender = send.sender else {
-                complete(send, .retry(reason: "the sender is gone", retryAfter: nil, slowDown: false))
+                finish(.retry(reason: "the sender is gone", retryAfter: nil, slowDown: false))
                 continue
             }
-            if sender.start(send.notification, now: now, completion: { outcome in self.complete(send, outcome) }) {
+            if sender.start(send.notification, now: now, completion: finish) {
                 startedWithoutTask.add(1, ordering: .relaxed)
                 continue
             }
             group.addTask {
-                let outcome = await sender.send(send.notification, now: self.clock.now)
-                self.complete(send, outcome)
+                finish(await sender.send(send.notification, now: self.clock.now))
             }
         }
     }

@@ -26,10 +26,12 @@ public struct WebhookSender: NotificationSender {
         let id = Self.messageID(notification)
         let body = ProviderMessages.webhook(id: id, storedBody: notification.entry.payload)
         let timestamp = now / 1_000
-        let headers = [
+        var headers = [
             ("content-type", "application/json"), ("webhook-id", id), ("webhook-timestamp", String(timestamp)),
             ("webhook-signature", secret.signature(id: id, timestamp: timestamp, body: body)),
         ]
+        // Traced: the attempt's W3C trace context, so the receiver's spans join the trace.
+        if let traceparent = notification.traceparent { headers.append(("traceparent", traceparent)) }
         do {
             let answer = try await context.send(OutgoingRequest(url: url, headers: headers, body: body), provider: provider)
             return AnswerClassifier.webhook(answer, now: context.clock.now)

@@ -2,6 +2,7 @@ import Logging
 import PushContracts
 import PushCore
 import PushMatching
+import PushTracing
 
 /// Commits prepared batches, in the order durability needs: the refused lines on disk first (a
 /// refused line is never lost), then the batch in one transaction, then what its records did
@@ -16,17 +17,20 @@ public struct BatchWriter: Sendable {
     let outbox: any OutboxListener
     /// Told while a write is held up (readiness).
     let health: StoreHealth
+    /// A span per record, when tracing is on.
+    let traces: Traces?
     let logger: Logger
 
     public init(
         deadLetters: any DeadLetterSink, counters: IngestCounters, index: any SubscriptionIndexFollower & SubscriptionLookup,
-        outbox: any OutboxListener, health: StoreHealth = StoreHealth(), logger: Logger
+        outbox: any OutboxListener, health: StoreHealth = StoreHealth(), traces: Traces? = nil, logger: Logger
     ) {
         self.deadLetters = deadLetters
         self.counters = counters
         self.index = index
         self.outbox = outbox
         self.health = health
+        self.traces = traces
         self.logger = logger
     }
 
@@ -34,7 +38,17 @@ public struct BatchWriter: Sendable {
     /// the snapshots now due, each with the journal row it covers.
     public func commit(_ prepared: PreparedBatch, _ commit: (CommitBatch) async throws -> CommitResult) async throws -> [SnapshotRequest] {
         try await writeLetters(prepared.intake.letters)
+        // Each record's span starts before the commit (its context is known to its deliveries
+        // before they can be claimed) and ends once it committed.
+        let spans = traces.map { traces in
+            prepared.intake.accepted.map { line, record in
+                traces.startRecord(app: record.app, seq: record.seq, source: line.source, traceparent: record.traceparent, at: prepared.batch.now)
+            }
+        }
+        var committed = false
+        defer { if let traces, let spans { Self.end(spans, of: prepared.batch, committed: committed, traces) } }
         let result = try await retryingIngestion("committing a batch", health: health, logger: logger) { try await commit(prepared.batch) }
+        committed = true
         index.apply(prepared.effects)
         counters.committed(prepared.intake.counts)
         for (ack, answer) in prepared.intake.answers { ack.complete(answer) }
@@ -49,6 +63,20 @@ public struct BatchWriter: Sendable {
         return prepared.snapshots.compactMap { snapshot in
             result.journalIDs[snapshot.app].map { SnapshotRequest(app: snapshot.app, tree: snapshot.tree, through: $0) }
         }
+    }
+
+    /// Ends the records' spans, each with the number of notifications it queued.
+    static func end(_ spans: [Traces.RecordSpan], of batch: CommitBatch, committed: Bool, _ traces: Traces) {
+        var queued: [String: [Int64: Int]] = [:]
+        for operation in batch.operations {
+            let entry: OutboxEntry?
+            switch operation {
+            case .notify(let notification): entry = notification
+            case .revoke(_, let notification, _): entry = notification
+            }
+            if let entry, let seq = entry.recordSeq { queued[entry.app, default: [:]][seq, default: 0] += 1 }
+        }
+        for span in spans { traces.endRecord(span, notifications: queued[span.app]?[span.seq] ?? 0, committed: committed) }
     }
 
     /// Makes checked lines durable some other way than by a commit of their effects (the

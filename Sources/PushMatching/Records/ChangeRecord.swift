@@ -17,12 +17,16 @@ public struct ChangeRecord: Sendable {
     public let operation: Operation
     /// `ts`: when the database committed the write, in milliseconds since the epoch.
     public let timestamp: Int64?
+    /// `traceparent`: the write's W3C trace context, as given (a string; checked only where
+    /// tracing is on, and an invalid one is ignored, never a reason to refuse the record).
+    public let traceparent: String?
 
-    public init(seq: Int64, app: String, operation: Operation, timestamp: Int64? = nil) {
+    public init(seq: Int64, app: String, operation: Operation, timestamp: Int64? = nil, traceparent: String? = nil) {
         self.seq = seq
         self.app = app
         self.operation = operation
         self.timestamp = timestamp
+        self.traceparent = traceparent
     }
 }
 
@@ -169,7 +173,9 @@ extension ChangeRecord {
         default:
             throw fail(.invalidOp, "op: expected \"put\", \"patch\" or \"revoke\", got \(JSONWriter.quoted(op))")
         }
-        return ChangeRecord(seq: seq, app: app, operation: operation, timestamp: timestamp)
+        var traceparent: String?
+        if case .string(let text)? = object[Key("traceparent")] { traceparent = text }
+        return ChangeRecord(seq: seq, app: app, operation: operation, timestamp: timestamp, traceparent: traceparent)
     }
 
     /// Reads one line given as bytes.

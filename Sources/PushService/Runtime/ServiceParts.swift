@@ -2,6 +2,7 @@ import Logging
 import PushCore
 import PushContracts
 import PushEngine
+import PushTracing
 import ServiceLifecycle
 
 /// What the root builds the same for every deployment, and the processing services need.
@@ -30,6 +31,8 @@ struct ServiceParts: Sendable {
     /// Resumes a sender here (an operator resumed it on another instance).
     let resume: @Sendable (SenderKey) -> Void
     let tuning: ServiceRuntime.Tuning
+    /// The spans of records and attempts, when tracing is on.
+    let traces: Traces?
     let logger: Logger
 
     /// The configured applications' settings, read rules included.

@@ -1,3 +1,4 @@
+import Foundation
 import Hummingbird
 import Logging
 import PushAPI
@@ -76,6 +77,9 @@ public struct ServiceRuntime: Sendable {
         let observability = Observability(configuration: configuration, clock: clock)
         let deliveries = DeliveryCounters(metrics: observability.metrics, clock: clock)
         let ingestCounters = IngestCounters(metrics: observability.metrics)
+        // OpenTelemetry traces, when the environment asks for them (OTEL_TRACES_EXPORTER=otlp);
+        // before the senders, whose HTTP clients must be shut down once made.
+        let tracing = try TracingSetup.make(environment: ProcessInfo.processInfo.environment, logger: logger)
         let senders = try await ConfiguredSenders(configuration, clock: clock, counters: deliveries, metrics: observability.metrics)
         // The senders hold the HTTP clients: they are shut down however the run ends.
         func serve() async throws {
@@ -84,7 +88,7 @@ public struct ServiceRuntime: Sendable {
                     claimant: deployment.instance, alone: deployment.releasesEveryClaimAtStart, keepsHistory: configuration.operations.history.isOn,
                     share: deployment.instanceShare, apps: configuration.apps),
                 notices: RejectionNotices(store: store, sealers: sealers, logger: logger), index: registry, clock: clock, counters: deliveries,
-                tenure: deployment.claimTenure, logger: logger)
+                tenure: deployment.claimTenure, traces: tracing?.traces, logger: logger)
             let stored = try await store.checkpoints()
             let trees = deployment.treeView(clock: clock)
             let parts = ServiceParts(
@@ -96,7 +100,7 @@ public struct ServiceRuntime: Sendable {
                 report: { [table = senders.table] in
                     DeploymentOverview.bytes(DeploymentOverview.report(dispatcher: dispatcher, senders: table, ingest: ingestCounters, now: clock.now))
                 },
-                resume: { _ = dispatcher.resume($0) }, tuning: tuning,
+                resume: { _ = dispatcher.resume($0) }, tuning: tuning, traces: tracing?.traces,
                 logger: logger)
 
             // What differs: how records are processed.
@@ -130,7 +134,9 @@ public struct ServiceRuntime: Sendable {
             // which commits what was taken, then the delivery worker, which waits for the answers
             // of the sends in flight (each has its deadline) and stores them, and last what must
             // outlive it (a shared instance's lease keeper).
-            var services: [any Service] = processing.lifetime
+            // The exporter first: started first, it is stopped last, once every span has ended.
+            var services: [any Service] = tracing.map { [$0.service] } ?? []
+            services += processing.lifetime
             if configuration.delivery.enabled { services.append(dispatcher) }
             services += processing.records
             services += [sweeper, follower, syncer, probe, pruner] as [any Service]

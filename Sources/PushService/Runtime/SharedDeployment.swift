@@ -49,7 +49,7 @@ struct SharedDeployment: Deployment {
         let engine = RecordEngine(
             settings: parts.settings, sealers: parts.sealers, registry: parts.registry, view: parts.view, configuration: parts.engineConfiguration,
             logger: parts.logger)
-        let writer = BatchWriter(deadLetters: parts.deadLetters, counters: parts.counters, index: parts.registry, outbox: outbox, health: parts.health, logger: parts.logger)
+        let writer = BatchWriter(deadLetters: parts.deadLetters, counters: parts.counters, index: parts.registry, outbox: outbox, health: parts.health, traces: parts.traces, logger: parts.logger)
         let owner = ApplicationOwner(
             store: shared, leases: keeper, engine: engine, registry: parts.registry, writer: writer, wake: wake, clock: parts.clock,
             batchLines: parts.tuning.ingest.batchLines, logger: parts.logger)

@@ -55,7 +55,7 @@ struct SingleDeployment: Deployment {
         let engine = RecordEngine(
             trees: trees, settings: parts.settings, sealers: parts.sealers, registry: parts.registry, view: parts.view,
             configuration: parts.engineConfiguration, logger: parts.logger)
-        let writer = BatchWriter(deadLetters: parts.deadLetters, counters: parts.counters, index: parts.registry, outbox: parts.delivery, health: parts.health, logger: parts.logger)
+        let writer = BatchWriter(deadLetters: parts.deadLetters, counters: parts.counters, index: parts.registry, outbox: parts.delivery, health: parts.health, traces: parts.traces, logger: parts.logger)
         let ingestor = Ingestor(
             queue: parts.queue, store: store, checker: checker, checkpointKey: key, engine: engine, writer: writer, clock: parts.clock,
             configuration: parts.tuning.ingest, logger: parts.logger)
