@@ -333,7 +333,7 @@ let package = Package(
         .testTarget(name: "PushIngestTests", dependencies: ["PushCore", "PushJSON", "PushContracts", "PushIngest", "PushTestSupport", "PushFakes", .product(name: "NIOPosix", package: "swift-nio")]),
         .testTarget(
             name: "PushEngineTests",
-            dependencies: ["PushCore", "PushJSON", "PushMatching", "PushContracts", "PushEngine", "PushStore", "PushJOSE", "PushTestSupport", "PushTracing", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["PushCore", "PushJSON", "PushMatching", "PushContracts", "PushEngine", "PushStore", "PushJOSE", "PushTestSupport", "PushTracing", .product(name: "Logging", package: "swift-log"), .product(name: "Tracing", package: "swift-distributed-tracing")]
         ),
         .testTarget(
             name: "PushServiceTests",

@@ -42,24 +42,31 @@ public final class Traces: Sendable {
     public func startRecord(app: String, seq: Int64, source: String, traceparent: String?, at milliseconds: Int64) -> RecordSpan {
         let parent = context(traceparent)
         let span = tracer.startSpan(Self.recordSpan, context: parent, ofKind: .consumer, at: Self.instant(milliseconds))
-        span.attributes["pushdispatch.app"] = app
-        span.attributes["pushdispatch.seq"] = seq
-        span.attributes["pushdispatch.source"] = source
-        if let own = header(of: span.context) { records.keep(app: app, seq: seq, traceparent: own) }
+        // A span the sampler left out is not recorded: nothing to describe. Its context is kept
+        // all the same, so that its attempts are left out too (a parent-based sampler).
+        if span.isRecording {
+            span.attributes["pushdispatch.app"] = app
+            span.attributes["pushdispatch.seq"] = seq
+            span.attributes["pushdispatch.source"] = source
+        }
+        records.keep(app: app, seq: seq, context: span.context)
         return RecordSpan(app: app, seq: seq, span: span)
     }
 
     /// Ends a record's span once its batch committed (`committed`), with the number of
     /// notifications it queued; or, when the batch could not be committed, as an error.
     public func endRecord(_ record: RecordSpan, notifications: Int, committed: Bool) {
-        record.span.attributes["pushdispatch.notifications"] = notifications
-        if !committed { record.span.setStatus(SpanStatus(code: .error, message: "the batch was not committed")) }
+        if record.span.isRecording {
+            record.span.attributes["pushdispatch.notifications"] = notifications
+            if !committed { record.span.setStatus(SpanStatus(code: .error, message: "the batch was not committed")) }
+        }
         record.span.end()
     }
 
     // MARK: - Delivery attempts
 
-    /// A delivery attempt's span, started; `traceparent` is its context, for the request.
+    /// A delivery attempt's span, started; `traceparent` is its context, for a request that
+    /// carries it (asked for: a webhook's).
     public struct AttemptSpan: Sendable {
         let span: any Span
         public let traceparent: String?
@@ -67,33 +74,33 @@ public final class Traces: Sendable {
 
     /// Starts the span of an attempt at notification `notification`: the child of the span of
     /// record `seq` of `app`, and linked to it, when that record's context is known here.
+    /// `carried`: the request carries the attempt's `traceparent` (a webhook's).
     public func startAttempt(
-        app: String, seq: Int64?, notification: Int64, subscription: String, provider: String, destination: String?, attempt: Int
+        app: String, seq: Int64?, notification: Int64, subscription: String, provider: String, destination: String?, attempt: Int, carried: Bool
     ) -> AttemptSpan {
-        var parent = ServiceContext.topLevel
-        var record: ServiceContext?
-        if let seq, let known = records.traceparent(app: app, seq: seq) {
-            parent = context(known)
-            record = parent
+        let record = seq.flatMap { records.context(app: app, seq: $0) }
+        let span = tracer.startSpan(Self.attemptSpan, context: record ?? .topLevel, ofKind: .client)
+        if span.isRecording {
+            if let record { span.addLink(SpanLink(context: record, attributes: SpanAttributes())) }
+            span.attributes["pushdispatch.app"] = app
+            if let seq { span.attributes["pushdispatch.seq"] = seq }
+            span.attributes["pushdispatch.notification"] = notification
+            span.attributes["pushdispatch.subscription"] = subscription
+            span.attributes["pushdispatch.provider"] = provider
+            if let destination { span.attributes["pushdispatch.destination"] = destination }
+            span.attributes["pushdispatch.attempt"] = attempt
         }
-        let span = tracer.startSpan(Self.attemptSpan, context: parent, ofKind: .client)
-        if let record { span.addLink(SpanLink(context: record, attributes: SpanAttributes())) }
-        span.attributes["pushdispatch.app"] = app
-        if let seq { span.attributes["pushdispatch.seq"] = seq }
-        span.attributes["pushdispatch.notification"] = notification
-        span.attributes["pushdispatch.subscription"] = subscription
-        span.attributes["pushdispatch.provider"] = provider
-        if let destination { span.attributes["pushdispatch.destination"] = destination }
-        span.attributes["pushdispatch.attempt"] = attempt
-        return AttemptSpan(span: span, traceparent: header(of: span.context))
+        return AttemptSpan(span: span, traceparent: carried ? header(of: span.context) : nil)
     }
 
     /// Ends an attempt's span with the provider's answer: its HTTP status (none when no answer
     /// came) and the outcome (`delivered`, `retry`, `revoked`, `failed`).
     public func endAttempt(_ attempt: AttemptSpan, status: Int?, outcome: String, reason: String?) {
-        if let status { attempt.span.attributes["http.response.status_code"] = status }
-        attempt.span.attributes["pushdispatch.outcome"] = outcome
-        if outcome != "delivered" { attempt.span.setStatus(SpanStatus(code: .error, message: reason)) }
+        if attempt.span.isRecording {
+            if let status { attempt.span.attributes["http.response.status_code"] = status }
+            attempt.span.attributes["pushdispatch.outcome"] = outcome
+            if outcome != "delivered" { attempt.span.setStatus(SpanStatus(code: .error, message: reason)) }
+        }
         attempt.span.end()
     }
 
@@ -141,8 +148,8 @@ public final class Traces: Sendable {
     }
 }
 
-/// The `traceparent` of the spans of the most recent records, by application and seq: what a
-/// delivery attempt continues. Bounded: past ``defaultCapacity`` records, the oldest are
+/// The span contexts of the most recent records, by application and seq: what a delivery
+/// attempt continues (kept as values: no text to write and read again per attempt). Bounded: past ``defaultCapacity`` records, the oldest are
 /// forgotten (their attempts then start traces of their own).
 public final class RecordContexts: Sendable {
     public static let defaultCapacity = 65_536
@@ -154,7 +161,7 @@ public final class RecordContexts: Sendable {
 
     struct State {
         /// The context of each record kept, and the slot of the ring it holds.
-        var contexts: [Key: (traceparent: String, slot: Int)] = [:]
+        var contexts: [Key: (context: ServiceContext, slot: Int)] = [:]
         var ring: [Key?]
         var next = 0
     }
@@ -165,17 +172,17 @@ public final class RecordContexts: Sendable {
         state = Mutex(State(ring: Array(repeating: nil, count: max(1, capacity))))
     }
 
-    func keep(app: String, seq: Int64, traceparent: String) {
+    func keep(app: String, seq: Int64, context: ServiceContext) {
         let key = Key(app: app, seq: seq)
         state.withLock { state in
             if let old = state.ring[state.next], state.contexts[old]?.slot == state.next { state.contexts[old] = nil }
             state.ring[state.next] = key
-            state.contexts[key] = (traceparent, state.next)
+            state.contexts[key] = (context, state.next)
             state.next = (state.next + 1) % state.ring.count
         }
     }
 
-    func traceparent(app: String, seq: Int64) -> String? {
-        state.withLock { $0.contexts[Key(app: app, seq: seq)]?.traceparent }
+    func context(app: String, seq: Int64) -> ServiceContext? {
+        state.withLock { $0.contexts[Key(app: app, seq: seq)]?.context }
     }
 }

@@ -1,7 +1,19 @@
 import PushTestSupport
+import Tracing
 import Testing
 
 @testable import PushTracing
+
+/// A context told apart by a marker.
+enum Marker: ServiceContextKey {
+    typealias Value = String
+}
+
+func context(_ marker: String) -> ServiceContext {
+    var context = ServiceContext.topLevel
+    context[Marker.self] = marker
+    return context
+}
 
 /// The record contexts a delivery attempt continues: kept by application and seq, the oldest
 /// forgotten past the capacity, a record kept again (the same seq from another batch) not lost
@@ -11,31 +23,31 @@ struct RecordContextsTests {
     @Test("kept by application and seq; the oldest forgotten past the capacity")
     func bounded() {
         let contexts = RecordContexts(capacity: 3)
-        for seq: Int64 in 1...3 { contexts.keep(app: "a", seq: seq, traceparent: "t\(seq)") }
-        #expect(contexts.traceparent(app: "a", seq: 1) == "t1" && contexts.traceparent(app: "b", seq: 1) == nil)
-        contexts.keep(app: "a", seq: 4, traceparent: "t4")
-        #expect(contexts.traceparent(app: "a", seq: 1) == nil)
-        #expect((2...4).map { contexts.traceparent(app: "a", seq: $0) } == ["t2", "t3", "t4"])
+        for seq: Int64 in 1...3 { contexts.keep(app: "a", seq: seq, context: context("t\(seq)")) }
+        #expect(contexts.context(app: "a", seq: 1)?[Marker.self] == "t1" && contexts.context(app: "b", seq: 1)?[Marker.self] == nil)
+        contexts.keep(app: "a", seq: 4, context: context("t4"))
+        #expect(contexts.context(app: "a", seq: 1)?[Marker.self] == nil)
+        #expect((2...4).map { contexts.context(app: "a", seq: $0)?[Marker.self] } == ["t2", "t3", "t4"])
     }
 
     @Test("a record kept again keeps its newer context when its older slot is reused")
     func keptAgain() {
         let contexts = RecordContexts(capacity: 2)
-        contexts.keep(app: "a", seq: 1, traceparent: "old")
-        contexts.keep(app: "a", seq: 1, traceparent: "new")
-        #expect(contexts.traceparent(app: "a", seq: 1) == "new")
+        contexts.keep(app: "a", seq: 1, context: context("old"))
+        contexts.keep(app: "a", seq: 1, context: context("new"))
+        #expect(contexts.context(app: "a", seq: 1)?[Marker.self] == "new")
         // The next keep reuses the slot "old" held: "new" stays.
-        contexts.keep(app: "a", seq: 2, traceparent: "t2")
-        #expect(contexts.traceparent(app: "a", seq: 1) == "new" && contexts.traceparent(app: "a", seq: 2) == "t2")
-        contexts.keep(app: "a", seq: 3, traceparent: "t3")
-        #expect(contexts.traceparent(app: "a", seq: 1) == nil)
+        contexts.keep(app: "a", seq: 2, context: context("t2"))
+        #expect(contexts.context(app: "a", seq: 1)?[Marker.self] == "new" && contexts.context(app: "a", seq: 2)?[Marker.self] == "t2")
+        contexts.keep(app: "a", seq: 3, context: context("t3"))
+        #expect(contexts.context(app: "a", seq: 1)?[Marker.self] == nil)
     }
 
     @Test("a capacity below one holds one")
     func smallest() {
         let contexts = RecordContexts(capacity: 0)
-        contexts.keep(app: "a", seq: 1, traceparent: "t1")
-        #expect(contexts.traceparent(app: "a", seq: 1) == "t1")
+        contexts.keep(app: "a", seq: 1, context: context("t1"))
+        #expect(contexts.context(app: "a", seq: 1)?[Marker.self] == "t1")
     }
 }
 
