@@ -68,6 +68,12 @@ public final class AttemptFeed: Sendable {
     }
 }
 
+extension StoredNotification {
+    /// The number of the attempt being made at it: one more than those made (saturating: the
+    /// count comes from the store).
+    var attemptNumber: Int { attempts == .max ? .max : attempts + 1 }
+}
+
 extension DeliveryAttempt {
     /// The history's record of a dispatcher decision settled at `at`.
     public init(_ decision: DispatchStateMachine.Decision, at: Int64) {
@@ -75,7 +81,7 @@ extension DeliveryAttempt {
         let entry = notification.entry
         self.init(
             notification: notification.id, subscription: entry.subscriptionID, app: entry.app, seq: entry.recordSeq, provider: decision.provider.label,
-            destination: Self.destination(of: entry), attempt: notification.attempts == .max ? .max : notification.attempts + 1, at: at,
+            destination: Self.destination(of: entry), attempt: notification.attemptNumber, at: at,
             status: decision.status, reason: decision.detail, latencyMs: decision.latency, outcome: decision.historyOutcome, nextAt: decision.nextAt)
     }
 

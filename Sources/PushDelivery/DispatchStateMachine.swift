@@ -617,7 +617,7 @@ public struct DispatchStateMachine: Sendable {
             // paused for refusing our requests is resumed by a delivery (or a revocation) only:
             // a 429 or a 5xx from it says nothing of that.
             if !key.isDestination { decision.resumed = resume(key) }
-            let attempts = notification.attempts == .max ? .max : notification.attempts + 1
+            let attempts = notification.attemptNumber
             let first = notification.firstAttemptAt ?? now
             guard let next = configuration.retry.nextAttempt(now: now, firstAttempt: first, attempts: attempts, retryAfter: retryAfter, random: random())
             else {

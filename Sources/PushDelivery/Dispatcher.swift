@@ -388,7 +388,7 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                 return traces.startAttempt(
                     app: entry.app, seq: entry.recordSeq, notification: timed.notification.id, subscription: entry.subscriptionID,
                     provider: timed.provider.label, destination: DeliveryAttempt.destination(of: entry),
-                    attempt: timed.notification.attempts == .max ? .max : timed.notification.attempts + 1, carried: entry.kind == .webhook)
+                    attempt: timed.notification.attemptNumber, carried: entry.kind == .webhook)
             }
             timed.notification.traceparent = span?.traceparent
             let send = timed
