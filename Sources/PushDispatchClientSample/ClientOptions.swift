@@ -1,7 +1,6 @@
 import ArgumentParser
 import Foundation
 import PushDispatchClient
-import PushJOSE
 import PushJSON
 
 /// What every command needs to reach the service as one user of one application, on one
@@ -28,6 +27,12 @@ struct ClientOptions: ParsableArguments {
     @Option(help: "A JWK Set file of keys the application shares with its devices (HS256, dir, A128KW, A256KW).")
     var sharedKeys: String?
 
+    @Option(help: "The file that keeps the offline queue across runs (enables persistence; --offline commands queue into it).")
+    var queueFile: String?
+
+    @Option(help: "Most operations the offline queue holds.")
+    var queueLimit = 256
+
     /// The service object these options describe.
     func service() throws -> PushDispatch {
         guard let baseURL = URL(string: url) else { throw ValidationError("--url: not a URL") }
@@ -37,7 +42,7 @@ struct ClientOptions: ParsableArguments {
         let token = environment[tokenEnv]
         var shared: [JWK] = []
         if let sharedKeys {
-            shared = try KeyRing(jwkSetText: Array(try Data(contentsOf: URL(fileURLWithPath: sharedKeys)))).keys
+            shared = try JWK.keys(inJWKSet: try Data(contentsOf: URL(fileURLWithPath: sharedKeys)))
         }
         return try PushDispatch(
             .init(
@@ -49,7 +54,9 @@ struct ClientOptions: ParsableArguments {
                     return Credentials(uid: uid, token: token)
                 },
                 deviceToken: try device.map(Self.deviceToken),
-                keyStore: keyFile.map { FileDeviceKeyStore(fileURL: URL(fileURLWithPath: $0)) }, sharedKeys: shared))
+                keyStore: keyFile.map { FileDeviceKeyStore(fileURL: URL(fileURLWithPath: $0)) }, sharedKeys: shared,
+                offlineQueue: OfflineQueueConfiguration(
+                    limit: queueLimit, store: queueFile.map { FileOperationQueueStore(fileURL: URL(fileURLWithPath: $0)) })))
     }
 
     /// `fcm:…`, `hms:…`, `harmonyos:…`, `apns:…` or `webpush:…`.

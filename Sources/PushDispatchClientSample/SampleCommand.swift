@@ -10,6 +10,6 @@ struct SampleCommand: AsyncParsableCommand {
         abstract: "A sample app of the PushDispatchClient library: subscribe, then read notifications.",
         subcommands: [
             SubscribeCommand.self, UnsubscribeCommand.self, ListCommand.self, UnsubscribeAllCommand.self, UpdateTokenCommand.self,
-            ReadCommand.self, DevTokenCommand.self,
+            QueueCommand.self, ReadCommand.self, DevTokenCommand.self,
         ])
 }

@@ -31,6 +31,8 @@ struct SubscribeCommand: AsyncParsableCommand {
     @Option(help: "The webhook's context.")
     var context = ""
 
+    @OptionGroup var queued: OfflineOptions
+
     func run() async throws {
         guard let mode = Mode(rawValue: mode) else { throw ValidationError("--mode: value, noData or childEvent") }
         guard let format = PayloadFormat(rawValue: format) else { throw ValidationError("--format: v1 or v2") }
@@ -38,6 +40,15 @@ struct SubscribeCommand: AsyncParsableCommand {
         if encrypt { descriptor.encryption = .endToEnd() }
         if let sharedKey { descriptor.encryption = .sharedKey(kid: sharedKey) }
         let node = try options.service().node(for: path)
+        if queued.offline {
+            let operation =
+                if let webhook {
+                    try await node.offline.subscribeThroughWebhook(webhook, context: context, descriptor: descriptor)
+                } else {
+                    try await node.offline.subscribeThroughNotifications(descriptor: descriptor)
+                }
+            return try await queued.report(operation)
+        }
         let subscription =
             if let webhook {
                 try await node.subscribeThroughWebhook(webhook, context: context, descriptor: descriptor)
@@ -57,7 +68,12 @@ struct UnsubscribeCommand: AsyncParsableCommand {
     @Option(help: "The node's path.")
     var path: String
 
+    @OptionGroup var queued: OfflineOptions
+
     func run() async throws {
+        if queued.offline {
+            return try await queued.report(try await options.service().node(for: path).offline.unsubscribeThroughNotifications())
+        }
         try await options.service().node(for: path).unsubscribeThroughNotifications()
         print("unsubscribed from \(path)")
     }
@@ -80,7 +96,12 @@ struct UnsubscribeAllCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ClientOptions
 
+    @OptionGroup var queued: OfflineOptions
+
     func run() async throws {
+        if queued.offline {
+            return try await queued.report(try await options.service().offline.unsubscribeFromAllThroughNotifications())
+        }
         let removed = try await options.service().unsubscribeFromAllThroughNotifications()
         print("removed \(removed) subscriptions")
     }
@@ -96,7 +117,13 @@ struct UpdateTokenCommand: AsyncParsableCommand {
     @Option(help: "The new token: fcm:TOKEN, hms:TOKEN, apns:HEX or webpush:JSON.")
     var newDevice: String
 
+    @OptionGroup var queued: OfflineOptions
+
     func run() async throws {
+        if queued.offline {
+            return try await queued.report(
+                try await options.service().offline.updateDeviceTokenInAllSubscriptions(try ClientOptions.deviceToken(newDevice)))
+        }
         let moved = try await options.service().updateDeviceTokenInAllSubscriptions(try ClientOptions.deviceToken(newDevice))
         for subscription in moved { print(subscription) }
     }

@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import PushJSON
+import Synchronization
 
 #if canImport(FoundationNetworking)
 import FoundationNetworking
@@ -15,6 +16,14 @@ struct RESTClient: Sendable {
     let credentials: CredentialsProvider
     let timeout: Duration
     let session: URLSession
+    /// The uid the credentials provider named last: what an operation queued now is for.
+    let lastUID = LastUID()
+
+    /// Failures before any byte of the request could reach the service: no route, no name, no
+    /// connection, no TLS session.
+    static let neverSent: Set<URLError.Code> = [
+        .cannotConnectToHost, .cannotFindHost, .dnsLookupFailed, .notConnectedToInternet, .secureConnectionFailed,
+    ]
 
     /// Largest answer body read (a list of subscriptions is a few hundred kilobytes at most).
     static let maxAnswerBytes = 16 << 20
@@ -55,13 +64,25 @@ struct RESTClient: Sendable {
     }
 
     /// Sends `request` for the signed-in user. A 401 asks the provider for fresh credentials
-    /// and tries once more.
-    func send(_ request: Request) async throws(PushClientError) -> HTTPAnswer {
-        var answer = try await send(request, credentials: try await currentCredentials(forceRefresh: false))
+    /// and tries once more. With `uid`, the request is for that user only: credentials for
+    /// another are ``PushClientError/Code/userChanged``, and nothing is sent.
+    func send(_ request: Request, as uid: String? = nil) async throws(PushClientError) -> HTTPAnswer {
+        var answer = try await send(request, credentials: try await currentCredentials(forceRefresh: false, for: uid))
         if answer.status == 401 {
-            answer = try await send(request, credentials: try await currentCredentials(forceRefresh: true))
+            answer = try await send(request, credentials: try await currentCredentials(forceRefresh: true, for: uid))
         }
         return answer
+    }
+
+    /// The provider's credentials, checked to be for `uid` when one is given.
+    func currentCredentials(forceRefresh: Bool, for uid: String?) async throws(PushClientError) -> Credentials {
+        let current = try await currentCredentials(forceRefresh: forceRefresh)
+        if let uid, current.uid != uid {
+            throw PushClientError(
+                .userChanged,
+                "this operation was queued for the user \(Bounded.quoted(uid)); the credentials are now for \(Bounded.quoted(current.uid))")
+        }
+        return current
     }
 
     func currentCredentials(forceRefresh: Bool) async throws(PushClientError) -> Credentials {
@@ -78,6 +99,7 @@ struct RESTClient: Sendable {
         guard !current.token.isEmpty, current.token.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw PushClientError(.credentials, "the bearer token is empty or holds characters a header cannot carry")
         }
+        lastUID.set(current.uid)
         return current
     }
 
@@ -110,7 +132,9 @@ struct RESTClient: Sendable {
         do {
             (data, response) = try await session.data(for: request)
         } catch {
-            throw PushClientError(.transport, "\(what): no answer from the service (\(Bounded.text(error.localizedDescription, limit: 200)))")
+            var failure = PushClientError(.transport, "\(what): no answer from the service (\(Bounded.text(error.localizedDescription, limit: 200)))")
+            if let code = (error as? URLError)?.code, Self.neverSent.contains(code) { failure.neverSent = true }
+            throw failure
         }
         guard let http = response as? HTTPURLResponse else {
             throw .invalidResponse("\(what): the answer is not HTTP")
@@ -159,5 +183,18 @@ struct RESTClient: Sendable {
         let (seconds, attoseconds) = duration.components
         let value = Double(seconds) + Double(attoseconds) / 1e18
         return min(max(value, 0.001), 86_400)
+    }
+}
+
+/// The uid of the last credentials the provider gave, shared by the copies of a ``RESTClient``.
+final class LastUID: Sendable {
+    private let value = Mutex<String?>(nil)
+
+    func set(_ uid: String) {
+        value.withLock { $0 = uid }
+    }
+
+    func get() -> String? {
+        value.withLock { $0 }
     }
 }

@@ -18,17 +18,7 @@ extension DataNode {
     {
         let device = try await service.requireDeviceToken()
         var members = SubscriptionDocument.device(device, path: path)
-        members.append((Key("mode"), .string(descriptor.mode.rawValue)))
-        members.append((Key("format"), .string(descriptor.format.rawValue)))
-        if let encryption = descriptor.encryption {
-            guard descriptor.format == .v2 else {
-                throw .invalidArgument("only v2 payloads are encrypted; this descriptor asks for format v1 with encryption")
-            }
-            members.append((Key("encryption"), try await service.encryptionBlock(encryption)))
-        }
-        if let seconds = try descriptor.expirationSeconds() {
-            members.append((Key("expirationTimestampSeconds"), .int(seconds)))
-        }
+        for (key, value) in try await service.options(descriptor) { members.append((key, value)) }
         return try await service.client.create(.object(JSONObject(members)), allowsUpdate: descriptor.allowsUpdate)
     }
 

@@ -55,6 +55,15 @@ public struct PushClientError: Error, Sendable, Equatable, CustomStringConvertib
         public static let keyStore = Code("key_store")
         /// Some subscriptions could not be moved to the new device token (see the message).
         public static let partialUpdate = Code("partial_update")
+        /// The offline queue holds as many operations as its limit allows
+        /// (``OfflineQueueConfiguration/limit``): the operation was not queued.
+        public static let queueFull = Code("queue_full")
+        /// The offline queue's file could not be read or written (the message says which and
+        /// why); an unreadable file is left as it is until ``OfflineQueue/discardAll()``.
+        public static let queueStore = Code("queue_store")
+        /// A queued operation was for another user than the one the credentials now name (the
+        /// user signed out, another signed in): it is not sent.
+        public static let userChanged = Code("user_changed")
 
         /// The code's text.
         public var description: String { name }
@@ -66,6 +75,9 @@ public struct PushClientError: Error, Sendable, Equatable, CustomStringConvertib
     public let message: String
     /// The HTTP status of the answer, when there was one (context only).
     public let status: Int?
+    /// Set when the request certainly never reached the service (no connection could be
+    /// made): the offline queue then knows the operation was not applied.
+    var neverSent = false
 
     /// An error with its code, message and optional HTTP status.
     public init(_ code: Code, _ message: String, status: Int? = nil) {

@@ -42,13 +42,17 @@ extension PushDispatch {
         /// cache) that follows no redirect (a redirect would carry the bearer token away). A
         /// session of the app's should refuse redirects too.
         public var session: URLSession
+        /// The offline queue of ``PushDispatch/offline``: its limit, its back-off, and whether
+        /// it is kept on disk across launches (``OfflineQueueConfiguration/isPersistenceEnabled``,
+        /// like Firebase's). Default: in memory, 256 operations.
+        public var offlineQueue: OfflineQueueConfiguration
 
         /// A configuration with the defaults above.
         public init(
             baseURL: URL, app: String, credentials: @escaping CredentialsProvider, deviceToken: DeviceToken? = nil,
             keyStore: (any DeviceKeyStore)? = nil, sharedKeys: [JWK] = [], requestTimeout: Duration = .seconds(30),
             keysMaxAge: Duration = .seconds(3600), keysRefetchInterval: Duration = .seconds(60),
-            session: URLSession? = nil
+            session: URLSession? = nil, offlineQueue: OfflineQueueConfiguration = OfflineQueueConfiguration()
         ) {
             self.baseURL = baseURL
             self.app = app
@@ -60,6 +64,7 @@ extension PushDispatch {
             self.keysMaxAge = keysMaxAge
             self.keysRefetchInterval = keysRefetchInterval
             self.session = session ?? RefusingRedirects.session()
+            self.offlineQueue = offlineQueue
         }
     }
 }

@@ -93,6 +93,22 @@ extension PushDispatch {
         return token
     }
 
+    /// The members of a device subscription's document that `descriptor` sets: mode, format,
+    /// encryption (with this device's public key, made first if needed) and expiration.
+    func options(_ descriptor: SubscriptionDescriptor) async throws(PushClientError) -> JSONObject {
+        var members: [(Key, JSON)] = [(Key("mode"), .string(descriptor.mode.rawValue)), (Key("format"), .string(descriptor.format.rawValue))]
+        if let encryption = descriptor.encryption {
+            guard descriptor.format == .v2 else {
+                throw .invalidArgument("only v2 payloads are encrypted; this descriptor asks for format v1 with encryption")
+            }
+            members.append((Key("encryption"), try await encryptionBlock(encryption)))
+        }
+        if let seconds = try descriptor.expirationSeconds() {
+            members.append((Key("expirationTimestampSeconds"), .int(seconds)))
+        }
+        return JSONObject(members)
+    }
+
     /// The subscription's `encryption` block (SPEC §7.3).
     func encryptionBlock(_ encryption: NotificationEncryption) async throws(PushClientError) -> JSON {
         var members: [(Key, JSON)] = [(Key("alg"), .string(encryption.algorithm)), (Key("enc"), .string(encryption.content.rawValue))]

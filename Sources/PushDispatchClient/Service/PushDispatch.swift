@@ -28,6 +28,7 @@ public final class PushDispatch: Sendable {
     let deviceKeys: DeviceKeys
     let publishedKeys: PublishedKeys
     let sharedKeys: [JWK]
+    let queue: OperationQueueActor
 
     /// A service object for `configuration`. Throws ``PushClientError/Code/invalidArgument``
     /// for a base URL that is not `https://` (or `http://` on a loopback host), or an invalid
@@ -41,9 +42,17 @@ public final class PushDispatch: Sendable {
                 throw .invalidArgument("shared keys are secret (oct) keys with a kid; \(key.label) is not")
             }
         }
+        guard (1...QueueDocument.maxOperations).contains(configuration.offlineQueue.limit) else {
+            throw .invalidArgument("the offline queue's limit is 1 to \(QueueDocument.maxOperations) operations, got \(configuration.offlineQueue.limit)")
+        }
         app = configuration.app
         baseURL = configuration.baseURL
         client = SubscriptionClient(rest: rest)
+        queue = OperationQueueActor(app: configuration.app, configuration: configuration.offlineQueue, executor: OperationExecutor(client: client))
+        if configuration.offlineQueue.isPersistenceEnabled {
+            // What an earlier launch queued is sent now, as Firebase sends its kept writes.
+            Task { [queue] in await queue.start() }
+        }
         device = DeviceRegistration(token: configuration.deviceToken)
         deviceKeys = DeviceKeys(store: configuration.keyStore)
         sharedKeys = configuration.sharedKeys

@@ -27,14 +27,11 @@ public struct NodeSubscription: Sendable, Equatable, CustomStringConvertible {
     /// Pushes the expiration forward: to `expiration` (capped by the service to the
     /// application's maximum lifetime), or by the application's default lifetime when `nil`.
     /// Returns the subscription as the service now keeps it.
+    @discardableResult
     public func refresh(until expiration: Date? = nil) async throws(PushClientError) -> NodeSubscription {
-        var body: JSON?
-        if let expiration {
-            body = .object(JSONObject([(Key("expirationTimestampSeconds"), .int(try SubscriptionDescriptor.seconds(expiration)))]))
-        }
-        let answer = try await client.rest.send(RESTClient.Request(method: "PUT", segments: [id], body: body))
-        guard answer.status == 200 else { throw answer.error }
-        return try client.subscription(answer.json("PUT subscription"))
+        var until: Int64?
+        if let expiration { until = try SubscriptionDescriptor.seconds(expiration) }
+        return try await client.refresh(id: id, until: until)
     }
 
     /// Removes it from the service: no notification follows. A subscription the service no

@@ -8,30 +8,40 @@ struct SubscriptionClient: Sendable {
     let rest: RESTClient
 
     /// `POST` of a subscription document: the subscription as the service keeps it.
-    func create(_ document: JSON, allowsUpdate: Bool) async throws(PushClientError) -> NodeSubscription {
-        let answer = try await rest.send(RESTClient.Request(method: "POST", query: allowsUpdate ? "allowsUpdate=true" : nil, body: document))
+    func create(_ document: JSON, allowsUpdate: Bool, as uid: String? = nil) async throws(PushClientError) -> NodeSubscription {
+        let answer = try await rest.send(
+            RESTClient.Request(method: "POST", query: allowsUpdate ? "allowsUpdate=true" : nil, body: document), as: uid)
         guard answer.status == 201 || answer.status == 200 else { throw answer.error }
         return try subscription(answer.json("POST subscription"))
     }
 
     /// `POST` of a document with `expirationTimestampSeconds: 0`: removes the subscription of
     /// that tuple, if there is one (no id needed).
-    func remove(_ document: JSON) async throws(PushClientError) {
+    func remove(_ document: JSON, as uid: String? = nil) async throws(PushClientError) {
         guard case .object(let object) = document else { return }
         let body = JSON.object(object.setting(Key("expirationTimestampSeconds"), to: .int(0)))
-        let answer = try await rest.send(RESTClient.Request(method: "POST", body: body))
+        let answer = try await rest.send(RESTClient.Request(method: "POST", body: body), as: uid)
         guard answer.status == 204 || answer.status == 200 else { throw answer.error }
     }
 
     /// `DELETE` of one subscription.
-    func delete(id: String) async throws(PushClientError) {
-        let answer = try await rest.send(RESTClient.Request(method: "DELETE", segments: [id]))
+    func delete(id: String, as uid: String? = nil) async throws(PushClientError) {
+        let answer = try await rest.send(RESTClient.Request(method: "DELETE", segments: [id]), as: uid)
         guard answer.status == 204 || answer.status == 200 else { throw answer.error }
     }
 
+    /// `PUT` of one subscription: its expiration pushed to `until` (Unix seconds), or by the
+    /// application's default lifetime when `nil`.
+    func refresh(id: String, until: Int64?, as uid: String? = nil) async throws(PushClientError) -> NodeSubscription {
+        let body = until.map { JSON.object(JSONObject([(Key("expirationTimestampSeconds"), .int($0))])) }
+        let answer = try await rest.send(RESTClient.Request(method: "PUT", segments: [id], body: body), as: uid)
+        guard answer.status == 200 else { throw answer.error }
+        return try subscription(answer.json("PUT subscription"))
+    }
+
     /// Every subscription of the signed-in user in the application.
-    func list() async throws(PushClientError) -> [NodeSubscription] {
-        let answer = try await rest.send(RESTClient.Request(method: "GET"))
+    func list(as uid: String? = nil) async throws(PushClientError) -> [NodeSubscription] {
+        let answer = try await rest.send(RESTClient.Request(method: "GET"), as: uid)
         guard answer.status == 200 else { throw answer.error }
         guard case .array(let documents) = try answer.json("GET subscriptions") else {
             throw .invalidResponse("GET subscriptions: the answer is not a JSON array", status: answer.status)

@@ -1,0 +1,89 @@
+import Foundation
+import Synchronization
+
+#if canImport(Darwin)
+import Darwin
+#elseif canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Where the offline queue is kept between launches of the app: one document (a few hundred
+/// bytes per operation), replaced whole each time the queue changes.
+///
+/// ``FileOperationQueueStore`` keeps it in a file readable by its owner only. An app may keep
+/// it elsewhere (a database it already has, an App Group container): implement these two
+/// functions. They are called from the queue's actor one at a time, never concurrently, and
+/// synchronously, so that an operation is stored before the call that queued it returns;
+/// `save` must replace the document atomically (all of the new one, or all of the old).
+public protocol OperationQueueStore: Sendable {
+    /// The stored document, or `nil` when there is none yet.
+    func loadQueue() throws -> Data?
+    /// Stores `document`, replacing the stored one.
+    func saveQueue(_ document: Data) throws
+}
+
+/// Keeps the offline queue in one file, readable and writable by its owner only (mode 0600, in
+/// a folder of mode 0700 when this store creates it). Each save writes a temporary file beside
+/// it, flushes it to disk, and renames it over the old one.
+public struct FileOperationQueueStore: OperationQueueStore {
+    /// The queue's file.
+    public let fileURL: URL
+
+    /// A store for the queue at `fileURL`.
+    public init(fileURL: URL) {
+        self.fileURL = fileURL
+    }
+
+    /// The default file of an application's queue: `PushDispatchClient/queue-<app>.json` in the
+    /// user's application support folder, beside the default device key.
+    public static func standard(app: String) -> FileOperationQueueStore {
+        let keyFile = FileDeviceKeyStore.standard(app: app).fileURL
+        return FileOperationQueueStore(
+            fileURL: keyFile.deletingLastPathComponent().appendingPathComponent("queue-\(FileDeviceKeyStore.fileName(app)).json"))
+    }
+
+    /// The file's contents; `nil` when there is no file.
+    public func loadQueue() throws -> Data? {
+        guard FileManager.default.fileExists(atPath: fileURL.path) else { return nil }
+        return try Data(contentsOf: fileURL)
+    }
+
+    /// Writes `document` to the file (mode 0600), atomically and durably.
+    public func saveQueue(_ document: Data) throws {
+        let folder = fileURL.deletingLastPathComponent()
+        if !FileManager.default.fileExists(atPath: folder.path) {
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        }
+        let temporary = folder.appendingPathComponent(".\(fileURL.lastPathComponent).\(UUID().uuidString).tmp")
+        try FileDeviceKeyStore.writeNew(temporary.path, document)
+        guard rename(temporary.path, fileURL.path) == 0 else {
+            let code = errno
+            unlink(temporary.path)
+            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+        }
+        // The rename itself reaches the disk with the folder's entry.
+        let descriptor = open(folder.path, O_RDONLY)
+        if descriptor >= 0 {
+            _ = fsync(descriptor)
+            close(descriptor)
+        }
+    }
+}
+
+/// An offline queue kept in memory only: operations wait for the network while the process
+/// lives, and are lost with it. What ``OfflineQueueConfiguration`` uses unless persistence is
+/// enabled, as Firebase keeps its write queue in memory unless `isPersistenceEnabled`.
+public final class InMemoryOperationQueueStore: OperationQueueStore {
+    private let document = Mutex<Data?>(nil)
+
+    /// An empty store.
+    public init() {}
+
+    /// The document saved last, if any.
+    public func loadQueue() -> Data? { document.withLock { $0 } }
+
+    /// Keeps `document`.
+    public func saveQueue(_ document: Data) { self.document.withLock { $0 = document } }
+}

@@ -1,0 +1,360 @@
+import Foundation
+import PushCore
+import PushJSON
+import PushTestSupport
+import Testing
+
+@testable import PushDispatchClient
+
+/// The offline queue's pure parts: merging, back-off, what each failure means, and its file.
+@Suite("The offline queue: merging, back-off, failures, its file")
+struct OfflineQueueTests {
+    static let phone = try! DeviceToken.fcm("phone")
+    static let tablet = try! DeviceToken.fcm("tablet")
+    static let newPhone = try! DeviceToken.fcm("new-phone")
+    static let options = JSONObject([(Key("mode"), .string("value")), (Key("format"), .string("v2"))])
+
+    static func op(_ id: String, _ action: PendingOperation.Action, attempts: Int = 0, uid: String? = "alice") -> PendingOperation {
+        PendingOperation(id: id, uid: uid, action: action, attempts: attempts)
+    }
+    static func subscribe(_ path: String, _ device: DeviceToken = phone) -> PendingOperation.Action {
+        .subscribe(target: .device(device), path: path, options: options, allowsUpdate: true)
+    }
+    static func unsubscribe(_ path: String, _ device: DeviceToken = phone) -> PendingOperation.Action {
+        .unsubscribe(target: .device(device), path: path)
+    }
+
+    struct MergeCase: CustomTestStringConvertible, Sendable {
+        var name: String
+        var queue: [PendingOperation]
+        var new: PendingOperation
+        var sending: String? = nil
+        /// The ids left, in order, and what each's action now is (by the queue's ids).
+        var expected: [PendingOperation]
+        var withdrawn: [String] = []
+        var forwarded: [OperationMerging.Outcome.Forward] = []
+        var testDescription: String { name }
+    }
+
+    static let mergeCases: [MergeCase] = [
+        MergeCase(
+            name: "subscribe, then subscribe of the same node: the later replaces the earlier",
+            queue: [op("1", subscribe("/a")), op("2", subscribe("/b"))], new: op("3", subscribe("/a")),
+            expected: [op("2", subscribe("/b")), op("3", subscribe("/a"))], forwarded: [.init(from: "1", to: "3")]),
+        MergeCase(
+            name: "a replaced subscribe that may have reached the service passes its attempts on",
+            queue: [op("1", subscribe("/a"), attempts: 2)], new: op("3", subscribe("/a")),
+            expected: [op("3", subscribe("/a"), attempts: 2)], forwarded: [.init(from: "1", to: "3")]),
+        MergeCase(
+            name: "subscribe, then unsubscribe: the subscribe is withdrawn, the unsubscribe kept",
+            queue: [op("1", subscribe("/a"))], new: op("2", unsubscribe("/a")),
+            expected: [op("2", unsubscribe("/a"))], withdrawn: ["1"]),
+        MergeCase(
+            name: "unsubscribe, subscribe, unsubscribe: one unsubscribe",
+            queue: [op("1", unsubscribe("/a")), op("2", subscribe("/a"))], new: op("3", unsubscribe("/a")),
+            expected: [op("3", unsubscribe("/a"))], withdrawn: ["2"], forwarded: [.init(from: "1", to: "3")]),
+        MergeCase(
+            name: "unsubscribe, then subscribe: both are sent, in order",
+            queue: [op("1", unsubscribe("/a"))], new: op("2", subscribe("/a")),
+            expected: [op("1", unsubscribe("/a")), op("2", subscribe("/a"))]),
+        MergeCase(
+            name: "the operation on the network is never touched",
+            queue: [op("1", subscribe("/a"), attempts: 1)], new: op("2", unsubscribe("/a")), sending: "1",
+            expected: [op("1", subscribe("/a"), attempts: 1), op("2", unsubscribe("/a"))]),
+        MergeCase(
+            name: "another device, another node, another webhook context, another user: no merge",
+            queue: [
+                op("1", subscribe("/a", tablet)), op("2", subscribe("/b")),
+                op("3", .subscribe(target: .webhook(name: "w", context: "x"), path: "/a", options: options, allowsUpdate: true)),
+                op("4", subscribe("/a"), uid: "bob"),
+            ],
+            new: op("5", unsubscribe("/a")),
+            expected: [
+                op("1", subscribe("/a", tablet)), op("2", subscribe("/b")),
+                op("3", .subscribe(target: .webhook(name: "w", context: "x"), path: "/a", options: options, allowsUpdate: true)),
+                op("4", subscribe("/a"), uid: "bob"), op("5", unsubscribe("/a")),
+            ]),
+        MergeCase(
+            name: "an operation whose user is not known yet merges with the user's",
+            queue: [op("1", subscribe("/a"), uid: nil)], new: op("2", subscribe("/a")),
+            expected: [op("2", subscribe("/a"))], forwarded: [.init(from: "1", to: "2")]),
+        MergeCase(
+            name: "an unsubscribe-all of the device in between stops merging",
+            queue: [op("1", subscribe("/a")), op("2", .unsubscribeAll(device: phone))], new: op("3", subscribe("/a")),
+            expected: [op("1", subscribe("/a")), op("2", .unsubscribeAll(device: phone)), op("3", subscribe("/a"))]),
+        MergeCase(
+            name: "refresh, refresh: the later; refresh, cancel: the refresh withdrawn",
+            queue: [op("1", .refresh(id: "s1", path: "/a", until: 10)), op("2", .refresh(id: "s2", path: "/b", until: nil))],
+            new: op("3", .cancel(id: "s2", path: "/b")),
+            expected: [op("1", .refresh(id: "s1", path: "/a", until: 10)), op("3", .cancel(id: "s2", path: "/b"))], withdrawn: ["2"]),
+        MergeCase(
+            name: "refresh after refresh",
+            queue: [op("1", .refresh(id: "s1", path: "/a", until: 10))], new: op("2", .refresh(id: "s1", path: "/a", until: 20)),
+            expected: [op("2", .refresh(id: "s1", path: "/a", until: 20))], forwarded: [.init(from: "1", to: "2")]),
+        MergeCase(
+            name: "unsubscribe-all withdraws the device's subscribes and takes in its unsubscribes, not the tablet's",
+            queue: [op("1", subscribe("/a")), op("2", unsubscribe("/b")), op("3", subscribe("/c", tablet)), op("4", .unsubscribeAll(device: phone))],
+            new: op("5", .unsubscribeAll(device: phone)),
+            expected: [op("3", subscribe("/c", tablet)), op("5", .unsubscribeAll(device: phone))], withdrawn: ["1"],
+            forwarded: [.init(from: "2", to: "5"), .init(from: "4", to: "5")]),
+        MergeCase(
+            name: "token update: the old token's unsent operations move to the new token",
+            queue: [op("1", subscribe("/a")), op("2", unsubscribe("/b")), op("3", subscribe("/c", tablet))],
+            new: op("4", .updateDeviceToken(from: phone, to: newPhone)),
+            expected: [
+                op("1", subscribe("/a", newPhone)), op("2", unsubscribe("/b", newPhone)), op("3", subscribe("/c", tablet)),
+                op("4", .updateDeviceToken(from: phone, to: newPhone)),
+            ]),
+        MergeCase(
+            name: "two token updates send the last",
+            queue: [op("1", .updateDeviceToken(from: tablet, to: phone)), op("2", subscribe("/a"))],
+            new: op("3", .updateDeviceToken(from: phone, to: newPhone)),
+            expected: [op("1", .updateDeviceToken(from: tablet, to: newPhone)), op("2", subscribe("/a", newPhone))],
+            forwarded: [.init(from: "3", to: "1")]),
+        MergeCase(
+            name: "token update after an operation of the old token that may have reached the service: nothing moves",
+            queue: [op("1", subscribe("/a"), attempts: 1), op("2", subscribe("/b"))],
+            new: op("3", .updateDeviceToken(from: phone, to: newPhone)),
+            expected: [op("1", subscribe("/a"), attempts: 1), op("2", subscribe("/b")), op("3", .updateDeviceToken(from: phone, to: newPhone))]),
+        MergeCase(
+            name: "token update after an unsubscribe-all of the old token: nothing moves",
+            queue: [op("1", .unsubscribeAll(device: phone)), op("2", subscribe("/b"))],
+            new: op("3", .updateDeviceToken(from: phone, to: newPhone)),
+            expected: [op("1", .unsubscribeAll(device: phone)), op("2", subscribe("/b")), op("3", .updateDeviceToken(from: phone, to: newPhone))]),
+    ]
+
+    @Test("operations that cancel or repeat each other are merged", arguments: mergeCases)
+    func merging(_ test: MergeCase) {
+        let outcome = OperationMerging.enqueue(test.new, into: test.queue, sending: test.sending)
+        #expect(outcome.queue == test.expected)
+        #expect(outcome.withdrawn == test.withdrawn)
+        #expect(outcome.forwarded == test.forwarded)
+    }
+
+    @Test("back-off: doubles from the initial delay to the cap, jittered between its half and its whole")
+    func backOff() {
+        let table: [(failures: Int, random: Double, milliseconds: Int64)] = [
+            (0, 0.5, 0), (1, 0, 500), (1, 0.999_999, 1000), (2, 0, 1000), (3, 1, 4000), (9, 1, 256_000), (10, 1, 300_000), (10, 0, 150_000),
+            (1_000_000, 1, 300_000), (Int.max, 0.5, 225_000), (3, -5, 2000), (3, 7, 4000),
+        ]
+        for row in table {
+            let delay = RetryDelay.delay(failures: row.failures, initial: .seconds(1), maximum: .seconds(300), random: row.random)
+            #expect(delay == .milliseconds(row.milliseconds), "\(row)")
+        }
+        #expect(RetryDelay.delay(failures: 5, initial: .zero, maximum: .zero, random: 1) == .milliseconds(1))
+        #expect(RetryDelay.delay(failures: 40, initial: .seconds(Int64.max), maximum: .seconds(Int64.max), random: 1) == .seconds(86_400))
+    }
+
+    @Test("what each failure means: retry, suspend the queue, or refuse the operation; and whether it may have been applied")
+    func dispositions() {
+        let table: [(PushClientError.Code, OperationExecutor.Disposition)] = [
+            (.transport, .retry), (.unavailable, .retry), (.internalError, .retry), (.invalidResponse, .retry),
+            (.unauthorized, .suspend), (.credentials, .suspend),
+            (.permissionDenied, .refuse), (.forbidden, .refuse), (.badRequest, .refuse), (.conflict, .refuse), (.notFound, .refuse),
+            (.tooManySubscriptions, .refuse), (.payloadTooLarge, .refuse), (.partialUpdate, .refuse), (.userChanged, .refuse),
+            (PushClientError.Code("something_new"), .refuse),
+        ]
+        for (code, disposition) in table {
+            #expect(OperationExecutor.disposition(of: PushClientError(code, "")) == disposition, "\(code)")
+        }
+        var refused = PushClientError(.transport, "connection refused")
+        #expect(OperationExecutor.mayHaveApplied(refused))
+        refused.neverSent = true
+        #expect(!OperationExecutor.mayHaveApplied(refused))
+        #expect(!OperationExecutor.mayHaveApplied(PushClientError(.unauthorized, "")))
+        #expect(OperationExecutor.mayHaveApplied(PushClientError(.unavailable, "")))
+    }
+
+    static let everyKind: [PendingOperation] = [
+        op("00000000000000a1", subscribe("/rooms/lobby")),
+        op("00000000000000a2", .subscribe(target: .webhook(name: "orders", context: "crm"), path: "/a", options: JSONObject([(Key("mode"), .string("noData")), (Key("expirationTimestampSeconds"), .int(1_900_000_000))]), allowsUpdate: false), attempts: 3, uid: nil),
+        op("00000000000000a3", unsubscribe("/rooms/lobby", try! .apns(hex: "0a0b0c0d0e0f1011"))),
+        op("00000000000000a4", .refresh(id: "0123456789abcdef", path: "/a/b", until: 1_900_000_000)),
+        op("00000000000000a5", .refresh(id: "0123456789abcdef", path: "/a/b", until: nil)),
+        op("00000000000000a6", .cancel(id: "0123456789abcdef", path: "/")),
+        op("00000000000000a7", .unsubscribeAll(device: try! .webPush(subscriptionJSON: #"{"endpoint":"https://push.example.com/x","keys":{"p256dh":"BPk","auth":"abc"}}"#))),
+        op("00000000000000a8", .updateDeviceToken(from: try! .hms("h1"), to: try! .harmonyOS("h2"))),
+    ]
+
+    @Test("the file round-trips every kind of operation; it never holds a bearer token")
+    func roundTrip() throws {
+        let bytes = QueueDocument.encode(app: "toto", operations: Self.everyKind)
+        #expect(try QueueDocument.decode(bytes, app: "toto") == Self.everyKind)
+        #expect(try QueueDocument.decode(QueueDocument.encode(app: "toto", operations: []), app: "toto").isEmpty)
+        #expect(!String(decoding: bytes, as: UTF8.self).contains("Bearer"))
+    }
+
+    @Test("a file that is not a queue of this application is refused, saying what and where")
+    func refusedFiles() {
+        let table: [(String, String)] = [
+            ("", "not JSON"),
+            ("[]", "the file: expected an object"),
+            (#"{"pushdispatchQueue":2,"app":"toto","operations":[]}"#, "another version"),
+            (#"{"pushdispatchQueue":1,"app":"other","operations":[]}"#, "application \"other\", not of \"toto\""),
+            (#"{"pushdispatchQueue":1,"app":"toto","operations":[],"extra":1}"#, "unexpected member \"extra\""),
+            (#"{"pushdispatchQueue":1,"app":"toto","operations":[{"id":"zz","attempts":0,"op":"cancel"}]}"#, "operations[0]: \"id\" is not 16"),
+            (#"{"pushdispatchQueue":1,"app":"toto","operations":[{"id":"00000000000000a1","attempts":-1,"op":"cancel"}]}"#, "\"attempts\" is not an integer"),
+            (#"{"pushdispatchQueue":1,"app":"toto","operations":[{"id":"00000000000000a1","attempts":0,"op":"explode"}]}"#, "\"op\" \"explode\" is not an operation"),
+            (#"{"pushdispatchQueue":1,"app":"toto","operations":[{"id":"00000000000000a1","attempts":0,"op":"cancel","subscription":"x","path":"/a/"}]}"#, "not a canonical path"),
+            (#"{"pushdispatchQueue":1,"app":"toto","operations":[{"id":"00000000000000a1","attempts":0,"op":"unsubscribe","target":{"kind":"apns","context":"xyz"},"path":"/a"}]}"#, "operations[0] (00000000000000a1).target:"),
+            (#"{"pushdispatchQueue":1,"app":"toto","operations":[{"id":"00000000000000a1","attempts":0,"op":"unsubscribeAll","device":{"kind":"webhook","context":"x"}}]}"#, "not a kind of device"),
+            (#"{"pushdispatchQueue":1,"app":"toto","operations":[{"id":"00000000000000a1","attempts":0,"op":"subscribe","target":{"kind":"mobile","context":"t"},"path":"/a","options":{"mode":"loud"},"allowsUpdate":true}]}"#, "\"mode\" is not noData"),
+            (#"{"pushdispatchQueue":1,"app":"toto","operations":[{"id":"00000000000000a1","attempts":0,"op":"subscribe","target":{"kind":"mobile","context":"t"},"path":"/a","options":{"headers":{}},"allowsUpdate":true}]}"#, "unexpected member \"headers\""),
+        ]
+        for (text, expected) in table {
+            do {
+                _ = try QueueDocument.decode(Array(text.utf8), app: "toto")
+                Issue.record("accepted: \(text)")
+            } catch {
+                #expect(error.code == .queueStore && error.message.contains(expected), "\(error.message)")
+            }
+        }
+        let twice = QueueDocument.encode(app: "toto", operations: [Self.everyKind[0], Self.everyKind[0]])
+        #expect(throws: PushClientError(.queueStore, "")) { try QueueDocument.decode(twice, app: "toto") }
+    }
+
+    @Test("damaged queue files are read or refused with queue_store, never a crash", arguments: [21, 22, 23] as [UInt64])
+    func damagedFiles(seed: UInt64) throws {
+        let valid = QueueDocument.encode(app: "toto", operations: Self.everyKind)
+        let json = try JSONParser.parse(valid)
+        var mutator = Mutator(seed: seed)
+        var refused = 0
+        for round in 0..<1_500 {
+            let bytes = round.isMultiple(of: 2) ? mutator.mutateBytes(valid) : Array(mutator.mutateJSON(json).description.utf8)
+            do {
+                let operations = try QueueDocument.decode(bytes, app: "toto")
+                // What is read is written back the same: nothing half-read.
+                #expect(try QueueDocument.decode(QueueDocument.encode(app: "toto", operations: operations), app: "toto") == operations)
+            } catch {
+                refused += 1
+                #expect(error.code == .queueStore && error.message.utf8.count <= 700)
+            }
+        }
+        #expect(refused > 0)
+    }
+}
+
+/// The queue's actor with a service that cannot be reached (nothing listens on its port): what
+/// is kept, what the app sees, the bound, a withdrawal, an unreadable file.
+@Suite("The offline queue while the service cannot be reached")
+struct OfflineQueueUnreachableTests {
+    static func service(store: any OperationQueueStore, limit: Int = 256, device: DeviceToken? = OfflineQueueTests.phone) throws -> PushDispatch {
+        try PushDispatch(
+            .init(
+                baseURL: URL(string: "http://127.0.0.1:9")!, app: "toto", credentials: { _ in Credentials(uid: "alice", token: "t") },
+                deviceToken: device, keyStore: InMemoryDeviceKeyStore(), requestTimeout: .seconds(5),
+                offlineQueue: OfflineQueueConfiguration(limit: limit, store: store, initialRetryDelay: .milliseconds(20), maxRetryDelay: .milliseconds(100))))
+    }
+
+    static func folder() throws -> URL {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-queue-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        return folder
+    }
+
+    /// Waits until the queue has failed at least `failures` attempts' worth (its last error set).
+    static func waitForFailure(_ queue: OfflineQueue) async throws {
+        for _ in 0..<400 {
+            if await queue.status().lastError != nil { return }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("the queue never failed an attempt")
+    }
+
+    @Test("an operation is kept in a 0600 file before the call returns, is retried, and is read again by a new service object")
+    func keptAcrossRestarts() async throws {
+        let file = try Self.folder().appendingPathComponent("queue.json")
+        let store = FileOperationQueueStore(fileURL: file)
+        let push = try Self.service(store: store)
+        let operation = try await push.node(for: "/rooms//lobby").offline.subscribeThroughNotifications(descriptor: .init(mode: .value, encryption: .endToEnd()))
+        #expect(operation.kind == .subscribe && operation.path == "/rooms/lobby")
+        let mode = try FileManager.default.attributesOfItem(atPath: file.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600)
+        let stored = try QueueDocument.decode([UInt8](try Data(contentsOf: file)), app: "toto")
+        #expect(stored.map(\.id) == [operation.id])
+        guard case .subscribe(.device(OfflineQueueTests.phone), "/rooms/lobby", let options, true) = stored.first?.action,
+            case .object(let encryption)? = options[Key("encryption")]
+        else {
+            Issue.record("not the subscribe queued: \(stored)")
+            return
+        }
+        #expect(encryption[Key("jwk")] != nil && encryption[Key("alg")] == .string("ECDH-ES"))
+
+        try await Self.waitForFailure(push.offline)
+        let status = await push.offline.status()
+        #expect(status.pending == 1 && status.lastError?.code == .transport && status.suspended == nil)
+        // Nothing reached a service: the attempt is taken back, and the operation can still be withdrawn.
+        guard case .pending(let attempts, _) = await operation.state() else { throw PushClientError(.invalidResponse, "not pending") }
+        #expect(attempts == 0)
+
+        // "Restart": a new service object on the same store finds the operation.
+        let restarted = try Self.service(store: store)
+        let found = try await restarted.offline.operations()
+        #expect(found.map(\.id) == [operation.id] && found.first?.kind == .subscribe)
+    }
+
+    @Test("the bound: past the limit an operation is refused at once with queue_full; merged ones still fit")
+    func bound() async throws {
+        let push = try Self.service(store: InMemoryOperationQueueStore(), limit: 3)
+        for path in ["/a", "/b", "/c"] { _ = try await push.node(for: path).offline.subscribeThroughNotifications() }
+        await #expect(throws: PushClientError(.queueFull, "")) { try await push.node(for: "/d").offline.subscribeThroughNotifications() }
+        #expect(try await push.offline.operations().map(\.path) == ["/a", "/b", "/c"])
+        // Subscribing again to /b replaces its operation: the count stays 3.
+        let again = try await push.node(for: "/b").offline.subscribeThroughNotifications(descriptor: .init(mode: .value))
+        let operations = try await push.offline.operations()
+        #expect(operations.count == 3 && operations.last == again)
+        #expect(throws: PushClientError(.invalidArgument, "")) { try Self.service(store: InMemoryOperationQueueStore(), limit: 0) }
+    }
+
+    @Test("cancel withdraws an operation never sent: it ends cancelled, the file no longer holds it, the observers hear it")
+    func withdraw() async throws {
+        let file = try Self.folder().appendingPathComponent("queue.json")
+        let push = try Self.service(store: FileOperationQueueStore(fileURL: file))
+        let updates = await push.offline.updates()
+        let operation = try await push.node(for: "/x").offline.subscribeThroughNotifications()
+        try await Self.waitForFailure(push.offline)
+        #expect(await operation.cancel())
+        #expect(await operation.state() == .cancelled)
+        #expect(await operation.outcome() == .cancelled)
+        #expect(await !operation.cancel())
+        #expect(try QueueDocument.decode([UInt8](try Data(contentsOf: file)), app: "toto").isEmpty)
+        var seen: [QueuedOperation.State] = []
+        for await update in updates where update.operation == operation {
+            seen.append(update.state)
+            if update.state.isFinal { break }
+        }
+        #expect(seen.first == .pending(attempts: 0, lastError: nil) && seen.last == .cancelled)
+        // A token update cannot be withdrawn: the device token changed when it was queued.
+        let update = try await push.offline.updateDeviceTokenInAllSubscriptions(OfflineQueueTests.newPhone)
+        #expect(await !update.cancel())
+        #expect(await push.deviceToken() == OfflineQueueTests.newPhone)
+        // Subscribing then subscribing again: the first handle follows the second.
+        let first = try await push.node(for: "/y").offline.subscribeThroughNotifications()
+        let second = try await push.node(for: "/y").offline.subscribeThroughNotifications(descriptor: .init(mode: .value))
+        try await push.offline.discardAll()
+        #expect(await first.outcome() == .cancelled)
+        #expect(await second.state() == .cancelled)
+    }
+
+    @Test("an unreadable queue file stops the queue with queue_store, is not written over, and discardAll starts over")
+    func unreadableFile() async throws {
+        let file = try Self.folder().appendingPathComponent("queue.json")
+        try Data("{not a queue".utf8).write(to: file)
+        let push = try Self.service(store: FileOperationQueueStore(fileURL: file))
+        await #expect(throws: PushClientError(.queueStore, "")) { try await push.offline.operations() }
+        do {
+            _ = try await push.node(for: "/a").offline.subscribeThroughNotifications()
+            Issue.record("queued over an unreadable file")
+        } catch {
+            #expect(error.code == .queueStore && error.message.contains("not JSON"))
+        }
+        #expect(try Data(contentsOf: file) == Data("{not a queue".utf8))
+        #expect(await push.offline.status().storeError?.code == .queueStore)
+        try await push.offline.discardAll()
+        _ = try await push.node(for: "/a").offline.subscribeThroughNotifications()
+        #expect(try QueueDocument.decode([UInt8](try Data(contentsOf: file)), app: "toto").count == 1)
+        // No device token yet: refused at once, as the direct call is.
+        let deviceless = try Self.service(store: InMemoryOperationQueueStore(), device: nil)
+        await #expect(throws: PushClientError(.invalidArgument, "")) { try await deviceless.node(for: "/a").offline.subscribeThroughNotifications() }
+    }
+}
