@@ -93,30 +93,48 @@ final class ClientLibraryHarness: Sendable {
         try await waitUntilReady()
     }
 
+    /// Stops the service (the fakes stay): its port then refuses connections.
+    func stopService() {
+        let stopped = service.withLock { running -> Int32? in
+            defer { running = nil }
+            return running?.stop()
+        }
+        precondition(stopped == nil || stopped == 0, "the service did not stop cleanly")
+    }
+
+    /// Starts the service again on its port, and waits until it is ready.
+    func startService() async throws {
+        let restarted = try RunningService(config: folder.appendingPathComponent("pushdispatch.yaml").path)
+        service.withLock { $0 = restarted }
+        guard try await restarted.port() == port else { throw RunningService.ServiceError(message: "the service moved to another port") }
+        try await waitUntilReady()
+    }
+
     func stop() async {
         _ = service.withLock { $0 }?.stop()
         await fakes.stop()
     }
 
     /// An HS256 bearer token of `app` for `uid`.
-    static func token(_ uid: String, app: String = "toto") throws -> String {
+    static func token(_ uid: String, app: String = "toto", expiresIn: Int64 = 600) throws -> String {
         let secret = app == "toto" ? secret : otherSecret
         let key = try JWK(json: ["kty": "oct", "k": .string(Base64URL.encodeToString(Array(secret.utf8)))])
-        let claims: JSON = ["sub": .string(uid), "exp": .int(Int64(Date().timeIntervalSince1970) + 600)]
+        let claims: JSON = ["sub": .string(uid), "exp": .int(Int64(Date().timeIntervalSince1970) + expiresIn)]
         return String(decoding: try JWSSigner(key: key, algorithm: .hs256).sign(Array(claims.description.utf8)), as: UTF8.self)
     }
 
     /// The library's service object for `uid` on this device, against this service.
     func client(
         app: String = "toto", uid: String = "alice", device: DeviceToken?, keyStore: any DeviceKeyStore = InMemoryDeviceKeyStore(),
-        sharedKeys: [JWK] = [], refetchInterval: Duration = .seconds(60), credentials: CredentialsProvider? = nil
+        sharedKeys: [JWK] = [], refetchInterval: Duration = .seconds(60), credentials: CredentialsProvider? = nil,
+        port: Int? = nil, offlineQueue: OfflineQueueConfiguration = OfflineQueueConfiguration()
     ) throws -> PushDispatch {
         let token = try Self.token(uid, app: app)
         return try PushDispatch(
             .init(
-                baseURL: URL(string: "http://127.0.0.1:\(port)")!, app: app,
+                baseURL: URL(string: "http://127.0.0.1:\(port ?? self.port)")!, app: app,
                 credentials: credentials ?? { _ in Credentials(uid: uid, token: token) }, deviceToken: device, keyStore: keyStore,
-                sharedKeys: sharedKeys, keysRefetchInterval: refetchInterval))
+                sharedKeys: sharedKeys, keysRefetchInterval: refetchInterval, offlineQueue: offlineQueue))
     }
 
     /// Appends change records to the queue file, numbering them.

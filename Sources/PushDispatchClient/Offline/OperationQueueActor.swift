@@ -28,6 +28,8 @@ actor OperationQueueActor {
     /// Set by a 401 that fresh credentials did not cure: nothing is sent until
     /// ``credentialsChanged()``.
     private var suspended: PushClientError?
+    /// Who waits for the attempt on the network to end.
+    private var attemptWaiters: [CheckedContinuation<Void, Never>] = []
     private var wake: CheckedContinuation<Void, Never>?
     private var timer: Task<Void, Never>?
 
@@ -125,8 +127,13 @@ actor OperationQueueActor {
         return handle
     }
 
-    /// Takes out an operation never sent; see ``QueuedOperation/cancel()``.
-    func withdraw(_ id: String) -> Bool {
+    /// Takes out an operation never sent; see ``QueuedOperation/cancel()``. When it is on the
+    /// network, waits for that attempt to end first: one that never reached the service can
+    /// still be withdrawn.
+    func withdraw(_ id: String) async -> Bool {
+        while sending == resolve(id) {
+            await withCheckedContinuation { attemptWaiters.append($0) }
+        }
         let target = resolve(id)
         guard (try? load()) != nil, target != sending,
             let index = operations.firstIndex(where: { $0.id == target }),
@@ -307,8 +314,16 @@ actor OperationQueueActor {
             sending = nil
             if case .failure(let error) = result, !OperationExecutor.mayHaveApplied(error) {
                 // Nothing reached the service, or it refused the token: the operation is as
-                // unsent as before, and can still be withdrawn.
+                // unsent as before, can still be withdrawn, and merges with what was queued
+                // while it was on the network.
                 unmarkAttempt(operation.id)
+                compact()
+            }
+            for waiter in attemptWaiters { waiter.resume() }
+            attemptWaiters = []
+            guard operations.first?.id == operation.id else {
+                // Merged into a later operation meanwhile: the loop goes on with the queue as it is.
+                continue
             }
             switch result {
             case .success(let subscription):
@@ -328,6 +343,36 @@ actor OperationQueueActor {
             }
         }
         if operations.isEmpty { lastError = nil }
+    }
+
+    /// Merges the queue again from its first operation, as if each were queued now: after an
+    /// attempt that never reached the service, what was queued behind it while it was on the
+    /// network may cancel or repeat it.
+    private func compact() {
+        var outcome = OperationMerging.Outcome(queue: [])
+        for operation in operations {
+            let step = OperationMerging.enqueue(operation, into: outcome.queue, sending: sending)
+            outcome.queue = step.queue
+            outcome.withdrawn += step.withdrawn
+            outcome.forwarded += step.forwarded
+        }
+        guard outcome.queue != operations else { return }
+        do {
+            try save(outcome.queue)
+        } catch {
+            lastError = error
+            return
+        }
+        let before = operations
+        operations = outcome.queue
+        for forward in outcome.forwarded {
+            forwards[forward.from] = forward.to
+            if let waiting = waiters.removeValue(forKey: forward.from) { waiters[resolve(forward.to), default: []] += waiting }
+        }
+        for id in outcome.withdrawn {
+            let withdrawn = before.first { $0.id == id }
+            finish(id, .cancelled, kind: withdrawn?.kind, path: withdrawn?.path)
+        }
     }
 
     /// Takes back the attempt marked on `id` before it was sent.
