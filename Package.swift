@@ -275,6 +275,14 @@ let package = Package(
             dependencies: ["PushJSON", "PushDispatchClient", "PushCore", "PushJOSE", .product(name: "ArgumentParser", package: "swift-argument-parser")],
             path: "Sources/PushDispatchClientSample"
         ),
+        // The README's "For app developers" example as an app would hold it: it imports only
+        // PushDispatchClient and Foundation, and is built with everything else (never run: it
+        // would reach push.example.com). ReadmeExampleTests checks it is the README's text.
+        .executableTarget(
+            name: "pushdispatch-readme-app",
+            dependencies: ["PushDispatchClient"],
+            path: "Examples/ReadmeApp"
+        ),
         .testTarget(
             name: "PushDispatchClientTests",
             dependencies: [

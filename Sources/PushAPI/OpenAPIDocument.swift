@@ -2531,7 +2531,7 @@ public enum OpenAPIDocument {
              },
              "context": {
               "type": "string",
-              "description": "The device token in hexadecimal, 8 to 100 bytes (kept in lower case).",
+              "description": "The device token in hexadecimal, 16 to 200 digits, an even number (8 to 100 bytes; kept in lower case).",
               "pattern": "^(?:[0-9A-Fa-f]{2}){8,100}$"
              },
              "destination": {

@@ -35,7 +35,7 @@ struct DeviceContextTests {
         TokenCase(text: token.replacingOccurrences(of: "7", with: " "), expected: .failure(.init(fragment: "hexadecimal"))),
     ]
 
-    @Test("APNs device tokens: hexadecimal, 8 to 100 bytes, kept in lower case", arguments: tokens)
+    @Test("APNs device tokens: 16 to 200 hexadecimal digits, an even number (8 to 100 bytes), kept in lower case", arguments: tokens)
     func apnsTokens(row: TokenCase) {
         switch (Result { () throws(RequestError) in try APNsDeviceToken.canonical(row.text) }, row.expected) {
         case (.success(let got), .success(let want)):

@@ -16,8 +16,8 @@ public enum APNsDeviceToken {
             throw RequestError(.invalid, "context: an APNs device token is hexadecimal text (0-9, a-f); found another character")
         }
         guard bytes.count % 2 == 0, (minimumBytes * 2...maximumBytes * 2).contains(bytes.count) else {
-            throw RequestError(.invalid, "context: an APNs device token is \(minimumBytes) to \(maximumBytes) bytes written as an even number of hexadecimal digits "
-                    + "(64 for today's tokens); got \(bytes.count) digits")
+            throw RequestError(.invalid, "context: an APNs device token is \(minimumBytes * 2) to \(maximumBytes * 2) hexadecimal digits, an even number "
+                    + "(\(minimumBytes) to \(maximumBytes) bytes; 64 digits for today's tokens); got \(bytes.count) digits")
         }
         return String(decoding: bytes.map { (0x41...0x46).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
     }

@@ -76,7 +76,8 @@ public struct DeviceToken: Sendable, Hashable, CustomStringConvertible {
         return try apns(hex: String(decoding: hex, as: UTF8.self))
     }
 
-    /// An APNs device token in hexadecimal (either case; sent in lowercase): 8 to 100 bytes,
+    /// An APNs device token in hexadecimal (either case; sent in lowercase): 16 to 200 digits,
+    /// an even number (a token of 8 to 100 bytes; 64 digits today),
     /// as the service accepts (SPEC §5, `apns`).
     public static func apns(hex: String) throws(PushClientError) -> DeviceToken {
         do {
