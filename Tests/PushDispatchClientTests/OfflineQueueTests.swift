@@ -2,6 +2,7 @@ import Foundation
 import PushCore
 import PushJSON
 import PushTestSupport
+import Synchronization
 import Testing
 
 @testable import PushDispatchClient
@@ -36,31 +37,49 @@ struct OfflineQueueTests {
         var testDescription: String { name }
     }
 
+    static func absorbing(_ operation: PendingOperation) -> PendingOperation {
+        var merged = operation
+        merged.absorbed = true
+        return merged
+    }
+    static func update(_ from: [DeviceToken], _ to: DeviceToken) -> PendingOperation.Action {
+        .updateDeviceToken(from: from, to: to)
+    }
+
     static let mergeCases: [MergeCase] = [
         MergeCase(
             name: "subscribe, then subscribe of the same node: the later replaces the earlier",
             queue: [op("1", subscribe("/a")), op("2", subscribe("/b"))], new: op("3", subscribe("/a")),
-            expected: [op("2", subscribe("/b")), op("3", subscribe("/a"))], forwarded: [.init(from: "1", to: "3")]),
+            expected: [op("2", subscribe("/b")), absorbing(op("3", subscribe("/a")))], forwarded: [.init(from: "1", to: "3")]),
         MergeCase(
             name: "a replaced subscribe that may have reached the service passes its attempts on",
             queue: [op("1", subscribe("/a"), attempts: 2)], new: op("3", subscribe("/a")),
-            expected: [op("3", subscribe("/a"), attempts: 2)], forwarded: [.init(from: "1", to: "3")]),
+            expected: [absorbing(op("3", subscribe("/a"), attempts: 2))], forwarded: [.init(from: "1", to: "3")]),
         MergeCase(
-            name: "subscribe, then unsubscribe: the subscribe is withdrawn, the unsubscribe kept",
+            name: "a later subscribe that may not update (allowsUpdate false) would get 409 after the earlier: both kept",
+            queue: [op("1", subscribe("/a"))],
+            new: op("2", .subscribe(target: .device(phone), path: "/a", options: options, allowsUpdate: false)),
+            expected: [op("1", subscribe("/a")), op("2", .subscribe(target: .device(phone), path: "/a", options: options, allowsUpdate: false))]),
+        MergeCase(
+            name: "subscribe never sent, then unsubscribe: the subscribe is withdrawn, the unsubscribe kept",
             queue: [op("1", subscribe("/a"))], new: op("2", unsubscribe("/a")),
-            expected: [op("2", unsubscribe("/a"))], withdrawn: ["1"]),
+            expected: [absorbing(op("2", unsubscribe("/a")))], withdrawn: ["1"]),
+        MergeCase(
+            name: "a subscribe that may have reached the service is not withdrawn by an unsubscribe: both are sent",
+            queue: [op("1", subscribe("/a"), attempts: 1)], new: op("2", unsubscribe("/a")),
+            expected: [op("1", subscribe("/a"), attempts: 1), op("2", unsubscribe("/a"))]),
         MergeCase(
             name: "unsubscribe, subscribe, unsubscribe: one unsubscribe",
             queue: [op("1", unsubscribe("/a")), op("2", subscribe("/a"))], new: op("3", unsubscribe("/a")),
-            expected: [op("3", unsubscribe("/a"))], withdrawn: ["2"], forwarded: [.init(from: "1", to: "3")]),
+            expected: [absorbing(op("3", unsubscribe("/a")))], withdrawn: ["2"], forwarded: [.init(from: "1", to: "3")]),
         MergeCase(
             name: "unsubscribe, then subscribe: both are sent, in order",
             queue: [op("1", unsubscribe("/a"))], new: op("2", subscribe("/a")),
             expected: [op("1", unsubscribe("/a")), op("2", subscribe("/a"))]),
         MergeCase(
             name: "the operation on the network is never touched",
-            queue: [op("1", subscribe("/a"), attempts: 1)], new: op("2", unsubscribe("/a")), sending: "1",
-            expected: [op("1", subscribe("/a"), attempts: 1), op("2", unsubscribe("/a"))]),
+            queue: [op("1", subscribe("/a"), attempts: 1)], new: op("2", subscribe("/a")), sending: "1",
+            expected: [op("1", subscribe("/a"), attempts: 1), op("2", subscribe("/a"))]),
         MergeCase(
             name: "another device, another node, another webhook context, another user: no merge",
             queue: [
@@ -77,50 +96,60 @@ struct OfflineQueueTests {
         MergeCase(
             name: "an operation whose user is not known yet merges with the user's",
             queue: [op("1", subscribe("/a"), uid: nil)], new: op("2", subscribe("/a")),
-            expected: [op("2", subscribe("/a"))], forwarded: [.init(from: "1", to: "2")]),
+            expected: [absorbing(op("2", subscribe("/a")))], forwarded: [.init(from: "1", to: "2")]),
         MergeCase(
             name: "an unsubscribe-all of the device in between stops merging",
             queue: [op("1", subscribe("/a")), op("2", .unsubscribeAll(device: phone))], new: op("3", subscribe("/a")),
             expected: [op("1", subscribe("/a")), op("2", .unsubscribeAll(device: phone)), op("3", subscribe("/a"))]),
         MergeCase(
-            name: "refresh, refresh: the later; refresh, cancel: the refresh withdrawn",
+            name: "a token update naming the device in between stops merging",
+            queue: [op("1", subscribe("/a")), op("2", update([phone], newPhone))], new: op("3", unsubscribe("/a")),
+            expected: [op("1", subscribe("/a")), op("2", update([phone], newPhone)), op("3", unsubscribe("/a"))]),
+        MergeCase(
+            name: "refresh never sent, then cancel: the refresh withdrawn",
             queue: [op("1", .refresh(id: "s1", path: "/a", until: 10)), op("2", .refresh(id: "s2", path: "/b", until: nil))],
             new: op("3", .cancel(id: "s2", path: "/b")),
-            expected: [op("1", .refresh(id: "s1", path: "/a", until: 10)), op("3", .cancel(id: "s2", path: "/b"))], withdrawn: ["2"]),
+            expected: [op("1", .refresh(id: "s1", path: "/a", until: 10)), absorbing(op("3", .cancel(id: "s2", path: "/b")))], withdrawn: ["2"]),
         MergeCase(
             name: "refresh after refresh",
             queue: [op("1", .refresh(id: "s1", path: "/a", until: 10))], new: op("2", .refresh(id: "s1", path: "/a", until: 20)),
-            expected: [op("2", .refresh(id: "s1", path: "/a", until: 20))], forwarded: [.init(from: "1", to: "2")]),
+            expected: [absorbing(op("2", .refresh(id: "s1", path: "/a", until: 20)))], forwarded: [.init(from: "1", to: "2")]),
         MergeCase(
-            name: "unsubscribe-all withdraws the device's subscribes and takes in its unsubscribes, not the tablet's",
-            queue: [op("1", subscribe("/a")), op("2", unsubscribe("/b")), op("3", subscribe("/c", tablet)), op("4", .unsubscribeAll(device: phone))],
+            name: "unsubscribe-all withdraws the device's unsent subscribes and takes in its unsubscribes, not the tablet's nor a sent one",
+            queue: [
+                op("1", subscribe("/a")), op("2", unsubscribe("/b")), op("3", subscribe("/c", tablet)), op("4", .unsubscribeAll(device: phone)),
+                op("6", subscribe("/d"), attempts: 1),
+            ],
             new: op("5", .unsubscribeAll(device: phone)),
-            expected: [op("3", subscribe("/c", tablet)), op("5", .unsubscribeAll(device: phone))], withdrawn: ["1"],
-            forwarded: [.init(from: "2", to: "5"), .init(from: "4", to: "5")]),
+            expected: [op("3", subscribe("/c", tablet)), op("6", subscribe("/d"), attempts: 1), absorbing(op("5", .unsubscribeAll(device: phone)))],
+            withdrawn: ["1"], forwarded: [.init(from: "2", to: "5"), .init(from: "4", to: "5")]),
         MergeCase(
-            name: "token update: the old token's unsent operations move to the new token",
+            name: "a token update moves nothing queued: operations of the old token are sent before it, and it moves what they made",
             queue: [op("1", subscribe("/a")), op("2", unsubscribe("/b")), op("3", subscribe("/c", tablet))],
-            new: op("4", .updateDeviceToken(from: phone, to: newPhone)),
-            expected: [
-                op("1", subscribe("/a", newPhone)), op("2", unsubscribe("/b", newPhone)), op("3", subscribe("/c", tablet)),
-                op("4", .updateDeviceToken(from: phone, to: newPhone)),
-            ]),
+            new: op("4", update([phone], newPhone)),
+            expected: [op("1", subscribe("/a")), op("2", unsubscribe("/b")), op("3", subscribe("/c", tablet)), op("4", update([phone], newPhone))]),
         MergeCase(
-            name: "two token updates send the last",
-            queue: [op("1", .updateDeviceToken(from: tablet, to: phone)), op("2", subscribe("/a"))],
-            new: op("3", .updateDeviceToken(from: phone, to: newPhone)),
-            expected: [op("1", .updateDeviceToken(from: tablet, to: newPhone)), op("2", subscribe("/a", newPhone))],
-            forwarded: [.init(from: "3", to: "1")]),
+            name: "two token updates send the last: tablet → phone, then phone → new phone is tablet and phone → new phone, after what was between",
+            queue: [op("1", update([tablet], phone)), op("2", subscribe("/a")), op("5", subscribe("/w", newPhone))],
+            new: op("3", update([phone], newPhone)),
+            expected: [op("2", subscribe("/a")), op("5", subscribe("/w", newPhone)), absorbing(op("3", update([tablet, phone], newPhone)))],
+            forwarded: [.init(from: "1", to: "3")]),
         MergeCase(
-            name: "token update after an operation of the old token that may have reached the service: nothing moves",
-            queue: [op("1", subscribe("/a"), attempts: 1), op("2", subscribe("/b"))],
-            new: op("3", .updateDeviceToken(from: phone, to: newPhone)),
-            expected: [op("1", subscribe("/a"), attempts: 1), op("2", subscribe("/b")), op("3", .updateDeviceToken(from: phone, to: newPhone))]),
+            name: "three token updates: one, from every token before",
+            queue: [absorbing(op("3", update([tablet, phone], newPhone)))], new: op("4", update([newPhone], tablet)),
+            expected: [absorbing(op("4", update([phone, newPhone], tablet)))], forwarded: [.init(from: "3", to: "4")]),
         MergeCase(
-            name: "token update after an unsubscribe-all of the old token: nothing moves",
-            queue: [op("1", .unsubscribeAll(device: phone)), op("2", subscribe("/b"))],
-            new: op("3", .updateDeviceToken(from: phone, to: newPhone)),
-            expected: [op("1", .unsubscribeAll(device: phone)), op("2", subscribe("/b")), op("3", .updateDeviceToken(from: phone, to: newPhone))]),
+            name: "an unsubscribe of the middle token between two updates keeps them apart (merged, the removal would come before the move)",
+            queue: [op("1", update([tablet], phone)), op("2", unsubscribe("/a"))], new: op("3", update([phone], newPhone)),
+            expected: [op("1", update([tablet], phone)), op("2", unsubscribe("/a")), op("3", update([phone], newPhone))]),
+        MergeCase(
+            name: "a subscribe of the first token between two updates keeps them apart (merged, it would move too)",
+            queue: [op("1", update([tablet], phone)), op("2", subscribe("/a", tablet))], new: op("3", update([phone], newPhone)),
+            expected: [op("1", update([tablet], phone)), op("2", subscribe("/a", tablet)), op("3", update([phone], newPhone))]),
+        MergeCase(
+            name: "an update that may have reached the service is not merged",
+            queue: [op("1", update([tablet], phone), attempts: 1)], new: op("3", update([phone], newPhone)),
+            expected: [op("1", update([tablet], phone), attempts: 1), op("3", update([phone], newPhone))]),
     ]
 
     @Test("operations that cancel or repeat each other are merged", arguments: mergeCases)
@@ -149,7 +178,7 @@ struct OfflineQueueTests {
     func dispositions() {
         let table: [(PushClientError.Code, OperationExecutor.Disposition)] = [
             (.transport, .retry), (.unavailable, .retry), (.internalError, .retry), (.invalidResponse, .retry),
-            (.unauthorized, .suspend), (.credentials, .suspend),
+            (.unauthorized, .suspend), (.credentials, .retry),
             (.permissionDenied, .refuse), (.forbidden, .refuse), (.badRequest, .refuse), (.conflict, .refuse), (.notFound, .refuse),
             (.tooManySubscriptions, .refuse), (.payloadTooLarge, .refuse), (.partialUpdate, .refuse), (.userChanged, .refuse),
             (PushClientError.Code("something_new"), .refuse),
@@ -157,6 +186,12 @@ struct OfflineQueueTests {
         for (code, disposition) in table {
             #expect(OperationExecutor.disposition(of: PushClientError(code, "")) == disposition, "\(code)")
         }
+        // A proxy's 408 or 429 without the service's body waits; the service's own 429 refuses.
+        for status in [408, 429] {
+            #expect(OperationExecutor.disposition(of: HTTPAnswer(status: status, contentLocation: nil, body: Array("<html>".utf8)).error) == .retry)
+        }
+        let service429 = HTTPAnswer(status: 429, contentLocation: nil, body: Array(#"{"error":"too_many_subscriptions","message":"12"}"#.utf8)).error
+        #expect(OperationExecutor.disposition(of: service429) == .refuse)
         var refused = PushClientError(.transport, "connection refused")
         #expect(OperationExecutor.mayHaveApplied(refused))
         refused.neverSent = true
@@ -173,7 +208,8 @@ struct OfflineQueueTests {
         op("00000000000000a5", .refresh(id: "0123456789abcdef", path: "/a/b", until: nil)),
         op("00000000000000a6", .cancel(id: "0123456789abcdef", path: "/")),
         op("00000000000000a7", .unsubscribeAll(device: try! .webPush(subscriptionJSON: #"{"endpoint":"https://push.example.com/x","keys":{"p256dh":"BPk","auth":"abc"}}"#))),
-        op("00000000000000a8", .updateDeviceToken(from: try! .hms("h1"), to: try! .harmonyOS("h2"))),
+        op("00000000000000a8", .updateDeviceToken(from: [try! .hms("h1"), try! .fcm("f1")], to: try! .harmonyOS("h2"))),
+        absorbing(op("00000000000000a9", .unsubscribeAll(device: phone))),
     ]
 
     @Test("the file round-trips every kind of operation; it never holds a bearer token")
@@ -287,10 +323,15 @@ struct OfflineQueueUnreachableTests {
         guard case .pending(let attempts, _) = await operation.state() else { throw PushClientError(.invalidResponse, "not pending") }
         #expect(attempts == 0)
 
-        // "Restart": a new service object on the same store finds the operation.
-        let restarted = try Self.service(store: store)
-        let found = try await restarted.offline.operations()
-        #expect(found.map(\.id) == [operation.id] && found.first?.kind == .subscribe)
+        // One queue per file: a second service object on it is refused, loudly, while this one
+        // lives (a restart of the app, a new process, reads it: ClientLibraryOfflineTests).
+        let second = try Self.service(store: store)
+        do {
+            _ = try await second.offline.operations()
+            Issue.record("two queues on one file")
+        } catch {
+            #expect(error.code == .queueStore && error.message.contains("in use by another PushDispatch"), "\(error)")
+        }
     }
 
     @Test("the bound: past the limit an operation is refused at once with queue_full; merged ones still fit")
@@ -324,6 +365,15 @@ struct OfflineQueueUnreachableTests {
             if update.state.isFinal { break }
         }
         #expect(seen.first == .pending(attempts: 0, lastError: nil) && seen.last == .cancelled)
+        // An operation that took others in cannot be withdrawn (the others with it), nor can a
+        // handle merged into another.
+        let subscribed = try await push.node(for: "/z").offline.subscribeThroughNotifications()
+        let unsubscribed = try await push.node(for: "/z").offline.unsubscribeThroughNotifications()
+        #expect(await subscribed.outcome() == .cancelled)
+        #expect(await !unsubscribed.cancel())
+        let twice = try await push.node(for: "/z2").offline.subscribeThroughNotifications()
+        _ = try await push.node(for: "/z2").offline.subscribeThroughNotifications()
+        #expect(await !twice.cancel())
         // A token update cannot be withdrawn: the device token changed when it was queued.
         let update = try await push.offline.updateDeviceTokenInAllSubscriptions(OfflineQueueTests.newPhone)
         #expect(await !update.cancel())
@@ -334,6 +384,30 @@ struct OfflineQueueUnreachableTests {
         try await push.offline.discardAll()
         #expect(await first.outcome() == .cancelled)
         #expect(await second.state() == .cancelled)
+    }
+
+    @Test("an operation is for the user its first attempt was for: under another user's credentials it ends user_changed, unsent")
+    func userChanged() async throws {
+        let uid = Mutex("alice")
+        let push = try PushDispatch(
+            .init(
+                baseURL: URL(string: "http://127.0.0.1:9")!, app: "toto", credentials: { _ in Credentials(uid: uid.withLock { $0 }, token: "t") },
+                deviceToken: OfflineQueueTests.phone, keyStore: InMemoryDeviceKeyStore(),
+                offlineQueue: OfflineQueueConfiguration(store: InMemoryOperationQueueStore(), initialRetryDelay: .milliseconds(20), maxRetryDelay: .milliseconds(50))))
+        let operation = try await push.node(for: "/a").offline.subscribeThroughNotifications()
+        try await Self.waitForFailure(push.offline)
+        uid.withLock { $0 = "bob" }
+        await push.offline.networkAvailable()
+        let end = ContinuousClock.now + .seconds(10)
+        while !(await operation.state()).isFinal && ContinuousClock.now < end { try await Task.sleep(for: .milliseconds(10)) }
+        guard case .refused(let error) = await operation.state() else {
+            Issue.record("not refused: \(await operation.state())")
+            return
+        }
+        #expect(error.code == .userChanged && error.message.contains("\"alice\"") && error.message.contains("\"bob\""), "\(error)")
+        // Queued now, with bob's credentials seen last: for bob.
+        let next = try await push.node(for: "/b").offline.subscribeThroughNotifications()
+        #expect(try await push.offline.operations() == [next])
     }
 
     @Test("an unreadable queue file stops the queue with queue_store, is not written over, and discardAll starts over")

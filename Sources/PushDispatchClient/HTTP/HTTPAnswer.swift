@@ -23,7 +23,9 @@ struct HTTPAnswer: Sendable {
             let message = json["message"]?.stringValue ?? "the service gave no message"
             return PushClientError(PushClientError.Code(code), message, status: status)
         }
-        return PushClientError(Self.code(forStatus: status), "the service answered without an error body", status: status)
+        var error = PushClientError(Self.code(forStatus: status), "the service answered without an error body", status: status)
+        error.bare = true
+        return error
     }
 
     /// The code of an answer that carries none of its own.

@@ -64,8 +64,7 @@ public struct OfflineQueue: Sendable {
     /// ``PushDispatch/unsubscribeFromAllThroughNotifications()`` does, when the service can be
     /// reached. Waiting subscribes of this device are withdrawn.
     public func unsubscribeFromAllThroughNotifications() async throws(PushClientError) -> QueuedOperation {
-        let device = try await service.requireDeviceToken()
-        return try await actor.enqueue(.unsubscribeAll(device: device), uid: service.client.rest.lastUID.get())
+        try await actor.enqueueForDevice { .unsubscribeAll(device: $0) }
     }
 
     /// Moves every subscription of `oldToken` (by default, the current device token) to
@@ -76,12 +75,7 @@ public struct OfflineQueue: Sendable {
     public func updateDeviceTokenInAllSubscriptions(_ newToken: DeviceToken, replacing oldToken: DeviceToken? = nil)
         async throws(PushClientError) -> QueuedOperation
     {
-        let former: DeviceToken?
-        if let oldToken { former = oldToken } else { former = await service.device.token }
-        let handle = try await actor.enqueue(
-            .updateDeviceToken(from: former ?? newToken, to: newToken), uid: service.client.rest.lastUID.get())
-        await service.device.set(newToken)
-        return handle
+        try await actor.enqueueTokenUpdate(newToken, replacing: oldToken)
     }
 
     /// Pushes `subscription`'s expiration forward (see ``NodeSubscription/refresh(until:)``)
@@ -89,14 +83,13 @@ public struct OfflineQueue: Sendable {
     public func refresh(_ subscription: NodeSubscription, until expiration: Date? = nil) async throws(PushClientError) -> QueuedOperation {
         var until: Int64?
         if let expiration { until = try SubscriptionDescriptor.seconds(expiration) }
-        return try await actor.enqueue(
-            .refresh(id: subscription.id, path: subscription.path, until: until), uid: service.client.rest.lastUID.get())
+        return try await actor.enqueue(.refresh(id: subscription.id, path: subscription.path, until: until))
     }
 
     /// Removes `subscription` (see ``NodeSubscription/cancel()``) when the service can be
     /// reached; one the service no longer has counts as removed.
     public func cancel(_ subscription: NodeSubscription) async throws(PushClientError) -> QueuedOperation {
-        try await actor.enqueue(.cancel(id: subscription.id, path: subscription.path), uid: service.client.rest.lastUID.get())
+        try await actor.enqueue(.cancel(id: subscription.id, path: subscription.path))
     }
 
     /// The operations waiting, in the order they will be sent: after a restart, those the app
@@ -158,18 +151,18 @@ public struct OfflineNode: Sendable {
         -> QueuedOperation
     {
         let service = node.service
-        let device = try await service.requireDeviceToken()
+        _ = try await service.requireDeviceToken()
         let options = try await service.options(descriptor)
-        return try await service.queue.enqueue(
-            .subscribe(target: .device(device), path: node.path, options: options, allowsUpdate: descriptor.allowsUpdate),
-            uid: service.client.rest.lastUID.get())
+        let path = node.path
+        return try await service.queue.enqueueForDevice { token in
+            .subscribe(target: .device(token), path: path, options: options, allowsUpdate: descriptor.allowsUpdate)
+        }
     }
 
     /// Queues the removal of this device's subscription to the node.
     public func unsubscribeThroughNotifications() async throws(PushClientError) -> QueuedOperation {
-        let service = node.service
-        let device = try await service.requireDeviceToken()
-        return try await service.queue.enqueue(.unsubscribe(target: .device(device), path: node.path), uid: service.client.rest.lastUID.get())
+        let path = node.path
+        return try await node.service.queue.enqueueForDevice { .unsubscribe(target: .device($0), path: path) }
     }
 
     /// Queues the subscription of the application's webhook `webhook`, with `context`.
@@ -183,16 +176,14 @@ public struct OfflineNode: Sendable {
         return try await service.queue.enqueue(
             .subscribe(
                 target: .webhook(name: webhook, context: context), path: node.path, options: JSONObject(members),
-                allowsUpdate: descriptor.allowsUpdate),
-            uid: service.client.rest.lastUID.get())
+                allowsUpdate: descriptor.allowsUpdate))
     }
 
     /// Queues the removal of the subscription of the webhook `webhook` with `context`.
     public func unsubscribeThroughWebhook(_ webhook: String, context: String) async throws(PushClientError) -> QueuedOperation {
         let service = node.service
         _ = try SubscriptionDocument.webhook(webhook, context: context, path: node.path)
-        return try await service.queue.enqueue(
-            .unsubscribe(target: .webhook(name: webhook, context: context), path: node.path), uid: service.client.rest.lastUID.get())
+        return try await service.queue.enqueue(.unsubscribe(target: .webhook(name: webhook, context: context), path: node.path))
     }
 }
 

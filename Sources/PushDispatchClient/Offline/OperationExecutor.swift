@@ -7,10 +7,11 @@ struct OperationExecutor: Sendable {
 
     /// What the queue does after a failure.
     enum Disposition: Equatable {
-        /// Try again later (back-off with jitter): no answer, or the service could not answer.
+        /// Try again later (back-off with jitter): no answer, the service could not answer, or
+        /// the credentials provider failed (it may need the network to renew a token).
         case retry
         /// Stop sending until the credentials change: the service refused the token even
-        /// after a fresh one was asked for, or the credentials provider failed.
+        /// after a fresh one was asked for.
         case suspend
         /// This operation alone is refused for good; the others go on.
         case refuse
@@ -20,9 +21,11 @@ struct OperationExecutor: Sendable {
     /// token's refusal suspends the queue; every other answer is the service's word on this
     /// operation.
     static func disposition(of error: PushClientError) -> Disposition {
+        // A proxy's 408 or 429, without the service's error body: a wait, not a refusal.
+        if error.bare, let status = error.status, status == 408 || status == 429 { return .retry }
         switch error.code {
-        case .transport, .unavailable, .internalError, .invalidResponse: return .retry
-        case .unauthorized, .credentials: return .suspend
+        case .transport, .unavailable, .internalError, .invalidResponse, .credentials: return .retry
+        case .unauthorized: return .suspend
         default: return .refuse
         }
     }
@@ -41,15 +44,26 @@ struct OperationExecutor: Sendable {
 
     /// Sends `operation`; the subscription the service answered (subscribe, refresh), `nil`
     /// for the others, or the error that stopped it.
-    func execute(_ operation: PendingOperation) async -> Result<NodeSubscription?, PushClientError> {
+    /// What an attempt came to, and whether some request of it was answered (a compound
+    /// operation that got answers reached the service, whatever stopped it after).
+    struct Attempt {
+        var result: Result<NodeSubscription?, PushClientError>
+        var answered: Bool
+
+        /// Whether the service may have applied some of it.
+        var mayHaveApplied: Bool {
+            guard case .failure(let error) = result else { return true }
+            return answered || OperationExecutor.mayHaveApplied(error)
+        }
+    }
+
+    func execute(_ operation: PendingOperation) async -> Attempt {
         let progress = Progress()
         do {
-            return .success(try await send(operation, progress))
+            let subscription = try await send(operation, progress)
+            return Attempt(result: .success(subscription), answered: true)
         } catch {
-            var failure = error
-            // A compound operation that got some answers did reach the service.
-            if progress.answered { failure.neverSent = false }
-            return .failure(failure)
+            return Attempt(result: .failure(error), answered: progress.answered)
         }
     }
 
@@ -99,15 +113,17 @@ struct OperationExecutor: Sendable {
             }
             return nil
 
-        case .updateDeviceToken(let from, let to):
-            guard from != to else { return nil }
+        case .updateDeviceToken(let tokens, let to):
+            let from = tokens.filter { $0 != to }
+            guard !from.isEmpty else { return nil }
             // Resumable: what an earlier attempt moved is no longer listed under `from`, and
             // making a subscription again is idempotent (allowsUpdate).
             var moved = 0
             var refused: [String] = []
             let all = try await client.list(as: uid)
             progress.answered = true
-            for subscription in all where subscription.target == .device(from) {
+            for subscription in all {
+                guard case .device(let token) = subscription.target, from.contains(token) else { continue }
                 do {
                     _ = try await client.create(PushDispatch.document(moving: subscription, to: to), allowsUpdate: true, as: uid)
                 } catch let error where Self.disposition(of: error) == .refuse {

@@ -1,24 +1,25 @@
 /// How a new operation joins the queue: operations that cancel or repeat each other are merged,
-/// so that what is finally sent is what the app last asked for, with no request it made
-/// pointless. Pure: the queue's actor applies the result.
+/// so that fewer requests are sent, and what the service ends up holding is what sending every
+/// operation in order would leave. Pure: the queue's actor applies the result.
 ///
-/// The rules, for operations on the same subscription tuple (target and node) or the same
-/// subscription id, of the same user; an operation being sent is never touched:
-/// - subscribe, then subscribe: the later replaces the earlier (its handle follows the later);
-/// - subscribe, then unsubscribe: the subscribe is withdrawn (`cancelled`) and the unsubscribe
-///   is kept. It is still sent, because the service may hold a subscription to that node from
-///   before, which the app asked to remove; an unsubscribe, then another, are one;
-/// - refresh, then refresh: the later replaces the earlier; refresh, then cancel: the refresh
-///   is withdrawn; cancel, then cancel: one;
-/// - unsubscribe-all of a device: every waiting subscribe of that device is withdrawn and
-///   every waiting unsubscribe of it merged into it;
-/// - token update A → B: the waiting operations of A that were never sent are moved to B (so
-///   that the update need not move them), and a waiting update X → A that was never sent
-///   becomes X → B: two updates send the last. When some operation of A may already have
-///   reached the service, nothing is moved and the update is queued as it is.
+/// The rules, for operations of the same user; the operation on the network is never touched:
+/// - subscribe, then subscribe of the same tuple (target and node) that may update it
+///   (`allowsUpdate`): the later replaces the earlier, whose handle follows the later. A later
+///   one that may not update would get 409 after the earlier: both are kept;
+/// - subscribe never sent, then unsubscribe of the same tuple: the subscribe is withdrawn
+///   (`cancelled`) and the unsubscribe kept. It is still sent, because the service may hold a
+///   subscription of that tuple from before, which the app asked to remove. A subscribe that
+///   may have reached the service is kept: the unsubscribe after it removes what it made;
+/// - unsubscribe, then unsubscribe; refresh, then refresh; cancel, then cancel (same
+///   subscription id): one, the later;
+/// - refresh never sent, then cancel of the same subscription: the refresh is withdrawn;
+/// - unsubscribe-all of a device: its subscribes never sent are withdrawn, its unsubscribes
+///   and an earlier unsubscribe-all of it are merged into it;
+/// - token update A → B after an update X → A never sent: one update, X and A → B ("two
+///   updates send the last"), queued last, when nothing between the two would end otherwise:
+///   only subscribes of A or B, and operations of other devices and of webhooks.
 ///
-/// Withdrawing (``QueuedOperation/cancel()``) takes out an operation that was never handed to
-/// the network; one that was may have been applied, and is left to finish.
+/// An operation that took others in is marked `absorbed`: withdrawing it would withdraw them.
 enum OperationMerging {
     /// What joining the queue did.
     struct Outcome: Equatable {
@@ -36,91 +37,93 @@ enum OperationMerging {
         }
     }
 
-    /// `operation` joined to `queue`; `sending` is the id of the operation on the network.
+    /// Most tokens one merged token update moves from.
+    static let maxTokensPerUpdate = 16
+
+    /// `new` joined to `queue`; `sending` is the id of the operation on the network.
     static func enqueue(_ new: PendingOperation, into queue: [PendingOperation], sending: String?) -> Outcome {
         var outcome = Outcome(queue: queue)
-        // An operation that takes the place of one that may have reached the service may have
-        // reached it too: it carries the attempts over, so that it is never withdrawn silently.
         var operation = new
         func movable(_ other: PendingOperation) -> Bool {
             other.id != sending && sameUser(other, operation)
         }
+        // An operation that takes the place of one that may have reached the service may have
+        // reached it too: it carries the attempts over, so that it is never withdrawn silently.
+        func forward(_ earlier: PendingOperation) {
+            outcome.forwarded.append(.init(from: earlier.id, to: operation.id))
+            operation.attempts = max(operation.attempts, earlier.attempts)
+            operation.absorbed = true
+        }
+        func withdraw(_ earlier: PendingOperation) {
+            outcome.withdrawn.append(earlier.id)
+            operation.absorbed = true
+        }
         switch operation.action {
         case .subscribe, .unsubscribe, .refresh, .cancel:
             guard let key = operation.mergeKey else { break }
-            while let index = lastTouching(key, in: outcome.queue, user: operation), movable(outcome.queue[index]) {
+            merging: while let index = lastTouching(key, in: outcome.queue, user: operation), movable(outcome.queue[index]) {
                 let earlier = outcome.queue[index]
                 switch (operation.action, earlier.action) {
-                case (.subscribe, .subscribe), (.unsubscribe, .unsubscribe), (.refresh, .refresh), (.cancel, .cancel):
-                    outcome.forwarded.append(.init(from: earlier.id, to: operation.id))
-                    operation.attempts = max(operation.attempts, earlier.attempts)
+                case (.subscribe(_, _, _, true), .subscribe), (.unsubscribe, .unsubscribe), (.refresh, .refresh), (.cancel, .cancel):
+                    forward(earlier)
                 case (.unsubscribe, .subscribe), (.cancel, .refresh):
-                    outcome.withdrawn.append(earlier.id)
+                    guard earlier.attempts == 0 else { break merging }
+                    withdraw(earlier)
                 default:
-                    outcome.queue.append(operation)
-                    return outcome
+                    break merging
                 }
                 outcome.queue.remove(at: index)
             }
-            outcome.queue.append(operation)
 
         case .unsubscribeAll(let device):
             outcome.queue = outcome.queue.filter { earlier in
                 guard movable(earlier) else { return true }
                 switch earlier.action {
-                case .subscribe(.device(device), _, _, _):
-                    outcome.withdrawn.append(earlier.id)
+                case .subscribe(.device(device), _, _, _) where earlier.attempts == 0:
+                    withdraw(earlier)
                     return false
                 case .unsubscribe(.device(device), _), .unsubscribeAll(device):
-                    outcome.forwarded.append(.init(from: earlier.id, to: operation.id))
-                    operation.attempts = max(operation.attempts, earlier.attempts)
+                    forward(earlier)
                     return false
                 default:
                     return true
                 }
             }
-            outcome.queue.append(operation)
 
-        case .updateDeviceToken(let old, let new):
-            // Moved only when every waiting operation of the old token was never sent, and the
-            // only compound operations that name it are updates to it, never sent: else the
-            // service may already hold what they did, and the update moves it.
-            var earlierUpdate: Int?
-            for (index, earlier) in outcome.queue.enumerated() {
-                let namesOld: Bool
-                switch earlier.action {
-                case .updateDeviceToken(let from, let to):
-                    if to == old && from != old && movable(earlier) && earlier.attempts == 0 {
-                        earlierUpdate = index
-                        continue
-                    }
-                    namesOld = from == old || to == old
-                case .unsubscribeAll(let device): namesOld = device == old
-                default: namesOld = earlier.device == old
+        case .updateDeviceToken(let from, let to):
+            if let index = outcome.queue.lastIndex(where: { earlier in
+                if case .updateDeviceToken(_, let earlierTo) = earlier.action { return from.contains(earlierTo) }
+                return false
+            }),
+                case .updateDeviceToken(let earlierFrom, let middle) = outcome.queue[index].action,
+                movable(outcome.queue[index]), outcome.queue[index].attempts == 0,
+                outcome.queue[(index + 1)...].allSatisfy({ mergeable(across: $0, moving: Set(earlierFrom + from), middle: middle, to: to) })
+            {
+                var tokens: [DeviceToken] = []
+                for token in earlierFrom + from where token != to && !tokens.contains(token) { tokens.append(token) }
+                if tokens.count <= maxTokensPerUpdate {
+                    forward(outcome.queue[index])
+                    outcome.queue.remove(at: index)
+                    operation.action = .updateDeviceToken(from: tokens, to: to)
                 }
-                if namesOld && (!movable(earlier) || earlier.attempts > 0 || earlier.kind == .unsubscribeAll) {
-                    outcome.queue.append(operation)
-                    return outcome
-                }
-            }
-            for index in outcome.queue.indices {
-                switch outcome.queue[index].action {
-                case .subscribe(.device(old), let path, let options, let allowsUpdate):
-                    outcome.queue[index].action = .subscribe(target: .device(new), path: path, options: options, allowsUpdate: allowsUpdate)
-                case .unsubscribe(.device(old), let path):
-                    outcome.queue[index].action = .unsubscribe(target: .device(new), path: path)
-                default:
-                    break
-                }
-            }
-            if let earlierUpdate, case .updateDeviceToken(let from, _) = outcome.queue[earlierUpdate].action {
-                outcome.queue[earlierUpdate].action = .updateDeviceToken(from: from, to: new)
-                outcome.forwarded.append(.init(from: operation.id, to: outcome.queue[earlierUpdate].id))
-            } else {
-                outcome.queue.append(operation)
             }
         }
+        outcome.queue.append(operation)
         return outcome
+    }
+
+    /// Whether `between`, queued between two token updates merged into one sent after it,
+    /// ends the same: a subscribe of the middle token or of the new one (the merged update
+    /// still moves it), or an operation of another device or of a webhook. Anything else
+    /// (an unsubscribe of a token moved, a compound operation, an operation by subscription id,
+    /// whose device is not known here) keeps the updates apart.
+    static func mergeable(across between: PendingOperation, moving tokens: Set<DeviceToken>, middle: DeviceToken, to: DeviceToken) -> Bool {
+        switch between.action {
+        case .subscribe(.device(let token), _, _, _): return token == middle || token == to || !tokens.contains(token)
+        case .unsubscribe(.device(let token), _): return token != middle && token != to && !tokens.contains(token)
+        case .subscribe(.webhook, _, _, _), .unsubscribe(.webhook, _): return true
+        case .refresh, .cancel, .unsubscribeAll, .updateDeviceToken: return false
+        }
     }
 
     /// The index of the last operation that acts on `key`, or of a compound operation after
@@ -134,7 +137,7 @@ enum OperationMerging {
             if earlier.mergeKey == key { return index }
             switch (key, earlier.action) {
             case (.tuple(.device(let device), _), .unsubscribeAll(let other)) where other == device: return index
-            case (.tuple(.device(let device), _), .updateDeviceToken(let from, let to)) where from == device || to == device: return index
+            case (.tuple(.device(let device), _), .updateDeviceToken(let from, let to)) where from.contains(device) || to == device: return index
             case (.id, .unsubscribeAll), (.id, .updateDeviceToken): return index
             default: continue
             }

@@ -13,6 +13,10 @@ actor OperationQueueActor {
     let configuration: OfflineQueueConfiguration
     let store: any OperationQueueStore
     let executor: OperationExecutor
+    /// The device token: read, and replaced by a token update, here in one step with queuing.
+    let device: DeviceRegistration
+    /// The queue file's lock, held while this queue lives: one queue per file.
+    private var lock: FileLock?
 
     private var operations: [PendingOperation] = []
     /// `nil` until the store was read; the error of a document that cannot be read, kept until
@@ -32,6 +36,8 @@ actor OperationQueueActor {
     private var attemptWaiters: [CheckedContinuation<Void, Never>] = []
     private var wake: CheckedContinuation<Void, Never>?
     private var timer: Task<Void, Never>?
+    /// Which pause a timer belongs to: a timer of a pause cut short wakes nothing later.
+    private var pauses = 0
 
     /// Final states of the operations this process saw end, and where merged ones went.
     private var finished: [String: QueuedOperation.State] = [:]
@@ -43,7 +49,8 @@ actor OperationQueueActor {
     /// Final states remembered, for handles asked late.
     static let rememberedStates = 4096
 
-    init(app: String, configuration: OfflineQueueConfiguration, executor: OperationExecutor) {
+    init(app: String, configuration: OfflineQueueConfiguration, executor: OperationExecutor, device: DeviceRegistration) {
+        self.device = device
         self.app = app
         self.configuration = configuration
         self.store =
@@ -61,6 +68,9 @@ actor OperationQueueActor {
         case .success?: return
         case .failure(let error)?: throw error
         case nil: break
+        }
+        if lock == nil, let exclusive = store as? FileOperationQueueStore {
+            lock = try exclusive.lockExclusively()
         }
         let data: Data?
         do {
@@ -101,9 +111,30 @@ actor OperationQueueActor {
     /// Queues `action` (merged with what it cancels or repeats), stores the queue, and returns
     /// the operation's handle. Throws ``PushClientError/Code/queueFull`` beyond the limit and
     /// ``PushClientError/Code/queueStore`` when it cannot be stored: then nothing changed.
-    func enqueue(_ action: PendingOperation.Action, uid: String?) throws(PushClientError) -> QueuedOperation {
+    func enqueue(_ action: PendingOperation.Action) throws(PushClientError) -> QueuedOperation {
+        try enqueue(PendingOperation(id: Self.newID(), uid: executor.currentUID(), action: action, attempts: 0))
+    }
+
+    /// Queues the operation `make` builds for this device's token as it is now, read in the same
+    /// step as queuing: a token update queued meanwhile cannot slip between them.
+    func enqueueForDevice(_ make: @Sendable (DeviceToken) -> PendingOperation.Action) throws(PushClientError) -> QueuedOperation {
+        guard let token = device.token else {
+            throw .invalidArgument("this device has no push token yet: set one (setDeviceToken) before subscribing through notifications")
+        }
+        return try enqueue(make(token))
+    }
+
+    /// Queues the move of every subscription of `former` (by default, the device token now) to
+    /// `new`, which becomes the device token once the update is stored.
+    func enqueueTokenUpdate(_ new: DeviceToken, replacing former: DeviceToken?) throws(PushClientError) -> QueuedOperation {
+        let old = former ?? device.token ?? new
+        let handle = try enqueue(.updateDeviceToken(from: [old], to: new))
+        device.set(new)
+        return handle
+    }
+
+    private func enqueue(_ operation: PendingOperation) throws(PushClientError) -> QueuedOperation {
         try load()
-        let operation = PendingOperation(id: Self.newID(), uid: uid, action: action, attempts: 0)
         let outcome = OperationMerging.enqueue(operation, into: operations, sending: sending)
         guard outcome.queue.count <= configuration.limit || outcome.queue.count <= operations.count else {
             throw PushClientError(
@@ -113,10 +144,7 @@ actor OperationQueueActor {
         try save(outcome.queue)
         let before = operations
         operations = outcome.queue
-        for forward in outcome.forwarded {
-            forwards[forward.from] = forward.to
-            if let waiting = waiters.removeValue(forKey: forward.from) { waiters[resolve(forward.to), default: []] += waiting }
-        }
+        applyForwards(outcome.forwarded)
         let handle = QueuedOperation(operation, queue: self)
         for id in outcome.withdrawn {
             let withdrawn = before.first { $0.id == id }
@@ -127,17 +155,30 @@ actor OperationQueueActor {
         return handle
     }
 
+    /// Records merges: each `from` ends as its `to` does, and whoever waits for it now waits
+    /// for that one. Chains are kept one step long, so that the table holds one entry per
+    /// merged operation, forgotten with the operation it points to.
+    private func applyForwards(_ merged: [OperationMerging.Outcome.Forward]) {
+        for forward in merged {
+            let target = resolve(forward.to)
+            forwards[forward.from] = target
+            for (from, to) in forwards where to == forward.from { forwards[from] = target }
+            if let waiting = waiters.removeValue(forKey: forward.from) { waiters[target, default: []] += waiting }
+        }
+    }
+
     /// Takes out an operation never sent; see ``QueuedOperation/cancel()``. When it is on the
     /// network, waits for that attempt to end first: one that never reached the service can
     /// still be withdrawn.
     func withdraw(_ id: String) async -> Bool {
-        while sending == resolve(id) {
+        while sending == id {
             await withCheckedContinuation { attemptWaiters.append($0) }
         }
-        let target = resolve(id)
-        guard (try? load()) != nil, target != sending,
-            let index = operations.firstIndex(where: { $0.id == target }),
-            operations[index].attempts == 0, operations[index].kind != .updateDeviceToken
+        // An operation merged into another is that one now: withdrawing it would withdraw
+        // what the other stands for.
+        guard forwards[id] == nil, (try? load()) != nil, id != sending,
+            let index = operations.firstIndex(where: { $0.id == id }),
+            operations[index].attempts == 0, !operations[index].absorbed, operations[index].kind != .updateDeviceToken
         else { return false }
         var candidate = operations
         let removed = candidate.remove(at: index)
@@ -270,16 +311,19 @@ actor OperationQueueActor {
 
     /// Waits `delay`, or less if ``networkAvailable()`` comes first.
     private func pause(_ delay: Duration) async {
+        pauses &+= 1
+        let pause = pauses
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             wake = continuation
             timer = Task { [weak self] in
                 try? await Task.sleep(for: delay)
-                await self?.timerFired()
+                await self?.timerFired(pause)
             }
         }
     }
 
-    private func timerFired() {
+    private func timerFired(_ pause: Int) {
+        guard pause == pauses else { return }
         wake?.resume()
         wake = nil
         timer = nil
@@ -310,9 +354,11 @@ actor OperationQueueActor {
             }
             operations = candidate
             sending = operation.id
-            let result = await executor.execute(operation)
+            let attempt = await executor.execute(operation)
+            let result = attempt.result
             sending = nil
-            if case .failure(let error) = result, !OperationExecutor.mayHaveApplied(error) {
+            bindUser(operation.id)
+            if !attempt.mayHaveApplied {
                 // Nothing reached the service, or it refused the token: the operation is as
                 // unsent as before, can still be withdrawn, and merges with what was queued
                 // while it was on the network.
@@ -365,13 +411,25 @@ actor OperationQueueActor {
         }
         let before = operations
         operations = outcome.queue
-        for forward in outcome.forwarded {
-            forwards[forward.from] = forward.to
-            if let waiting = waiters.removeValue(forKey: forward.from) { waiters[resolve(forward.to), default: []] += waiting }
-        }
+        applyForwards(outcome.forwarded)
         for id in outcome.withdrawn {
             let withdrawn = before.first { $0.id == id }
             finish(id, .cancelled, kind: withdrawn?.kind, path: withdrawn?.path)
+        }
+    }
+
+    /// Fixes the user of an operation that left without one known: the uid its attempt was
+    /// made for, so that a later attempt under another user's credentials is refused.
+    private func bindUser(_ id: String) {
+        guard let uid = executor.currentUID(), let index = operations.firstIndex(where: { $0.id == id }), operations[index].uid == nil
+        else { return }
+        var candidate = operations
+        candidate[index].uid = uid
+        do {
+            try save(candidate)
+            operations = candidate
+        } catch {
+            // Left unbound: sent for whoever the credentials name next time.
         }
     }
 

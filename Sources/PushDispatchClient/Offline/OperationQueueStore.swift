@@ -47,7 +47,37 @@ public struct FileOperationQueueStore: OperationQueueStore {
     /// The file's contents; `nil` when there is no file.
     public func loadQueue() throws -> Data? {
         guard FileManager.default.fileExists(atPath: fileURL.path) else { return nil }
+        let size = (try FileManager.default.attributesOfItem(atPath: fileURL.path)[.size] as? NSNumber)?.intValue ?? 0
+        guard size <= QueueDocument.maxBytes else {
+            throw PushClientError(.queueStore, "the offline queue's file has \(size) bytes, more than \(QueueDocument.maxBytes)")
+        }
         return try Data(contentsOf: fileURL)
+    }
+
+    /// Takes the file's lock (`<file>.lock`, mode 0600), or says who holds it: one queue per
+    /// file, in this process and across processes (an app and its extension).
+    func lockExclusively() throws(PushClientError) -> FileLock {
+        let folder = fileURL.deletingLastPathComponent()
+        if !FileManager.default.fileExists(atPath: folder.path) {
+            do {
+                try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw PushClientError(.queueStore, "the offline queue's folder could not be made: \(Bounded.text(String(describing: error), limit: 200))")
+            }
+        }
+        let path = fileURL.path + ".lock"
+        let descriptor = open(path, O_RDWR | O_CREAT, 0o600)
+        guard descriptor >= 0 else {
+            throw PushClientError(.queueStore, "the offline queue's lock file \(Bounded.quoted(path)) could not be opened (errno \(errno))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            close(descriptor)
+            throw PushClientError(
+                .queueStore,
+                "the offline queue's file \(Bounded.quoted(fileURL.path)) is in use by another PushDispatch object or process: "
+                    + "one queue file serves one PushDispatch at a time")
+        }
+        return FileLock(descriptor: descriptor)
     }
 
     /// Writes `document` to the file (mode 0600), atomically and durably.
@@ -86,4 +116,18 @@ public final class InMemoryOperationQueueStore: OperationQueueStore {
 
     /// Keeps `document`.
     public func saveQueue(_ document: Data) { self.document.withLock { $0 = document } }
+}
+
+/// An exclusive lock on a queue file (`flock` on `<file>.lock`), released when the queue that
+/// holds it ends: two queues on one file would each write their own copy over the other's.
+final class FileLock: Sendable {
+    let descriptor: Int32
+
+    init(descriptor: Int32) {
+        self.descriptor = descriptor
+    }
+
+    deinit {
+        close(descriptor)
+    }
 }

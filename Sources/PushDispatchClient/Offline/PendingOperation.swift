@@ -17,6 +17,9 @@ struct PendingOperation: Sendable, Equatable {
     /// How many times it was handed to the network. More than zero: the service may have
     /// applied it (an answer can be lost), so it is never withdrawn silently.
     var attempts: Int
+    /// Set when operations were merged into it (withdrawn by it, or replaced by it): it stands
+    /// for them too, and cannot be withdrawn.
+    var absorbed = false
 
     /// What the operation asks of the service.
     enum Action: Sendable, Equatable {
@@ -32,8 +35,9 @@ struct PendingOperation: Sendable, Equatable {
         case cancel(id: String, path: String)
         /// Every subscription of a device token removed.
         case unsubscribeAll(device: DeviceToken)
-        /// Every subscription of `from` made again with `to`, then removed.
-        case updateDeviceToken(from: DeviceToken, to: DeviceToken)
+        /// Every subscription of the tokens `from` made again with `to`, then removed. Several
+        /// tokens when updates merged (A → B, then B → C: A and B → C).
+        case updateDeviceToken(from: [DeviceToken], to: DeviceToken)
     }
 
     /// Who a subscription is for.

@@ -37,6 +37,7 @@ enum QueueDocument {
         var members: [(Key, JSON)] = [(Key("id"), .string(operation.id))]
         if let uid = operation.uid { members.append((Key("uid"), .string(uid))) }
         members.append((Key("attempts"), .int(Int64(operation.attempts))))
+        if operation.absorbed { members.append((Key("absorbed"), .bool(true))) }
         switch operation.action {
         case .subscribe(let target, let path, let options, let allowsUpdate):
             members += [
@@ -53,7 +54,9 @@ enum QueueDocument {
         case .unsubscribeAll(let device):
             members += [(Key("op"), "unsubscribeAll"), (Key("device"), encode(.device(device)))]
         case .updateDeviceToken(let from, let to):
-            members += [(Key("op"), "updateDeviceToken"), (Key("from"), encode(.device(from))), (Key("to"), encode(.device(to)))]
+            members += [
+                (Key("op"), "updateDeviceToken"), (Key("from"), .array(from.map { encode(.device($0)) })), (Key("to"), encode(.device(to))),
+            ]
         }
         return .object(JSONObject(members))
     }
@@ -236,7 +239,12 @@ enum QueueDocument {
             guard case .int(let attempts)? = object[Key("attempts")], attempts >= 0, attempts <= Int64(Int32.max) else {
                 throw fail("\"attempts\" is not an integer from 0 to \(Int32.max)")
             }
-            let common: Set<String> = ["id", "uid", "attempts", "op"]
+            var absorbed = false
+            if let value = object[Key("absorbed")] {
+                guard case .bool(let flag) = value else { throw fail("\"absorbed\" is not a boolean") }
+                absorbed = flag
+            }
+            let common: Set<String> = ["id", "uid", "attempts", "absorbed", "op"]
             let action: PendingOperation.Action
             switch try string(object, "op", limit: 32) {
             case "subscribe":
@@ -264,11 +272,16 @@ enum QueueDocument {
                 action = .unsubscribeAll(device: try device(object[Key("device")], "device"))
             case "updateDeviceToken":
                 try only(common.union(["from", "to"]), in: object)
-                action = .updateDeviceToken(from: try device(object[Key("from")], "from"), to: try device(object[Key("to")], "to"))
+                guard case .array(let entries)? = object[Key("from")], (1...OperationMerging.maxTokensPerUpdate).contains(entries.count) else {
+                    throw fail("\"from\" is not an array of 1 to \(OperationMerging.maxTokensPerUpdate) devices")
+                }
+                var from: [DeviceToken] = []
+                for (index, entry) in entries.enumerated() { from.append(try device(entry, "from[\(index)]")) }
+                action = .updateDeviceToken(from: from, to: try device(object[Key("to")], "to"))
             case let other:
                 throw fail("\"op\" \(Bounded.quoted(other)) is not an operation this version knows")
             }
-            return PendingOperation(id: id, uid: uid, action: action, attempts: Int(attempts))
+            return PendingOperation(id: id, uid: uid, action: action, attempts: Int(attempts), absorbed: absorbed)
         }
     }
 }

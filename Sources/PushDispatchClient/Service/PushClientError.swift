@@ -78,6 +78,9 @@ public struct PushClientError: Error, Sendable, Equatable, CustomStringConvertib
     /// Set when the request certainly never reached the service (no connection could be
     /// made): the offline queue then knows the operation was not applied.
     var neverSent = false
+    /// Set when the answer carried no error body of the service's (a proxy's page): its status
+    /// alone chose the code.
+    var bare = false
 
     /// An error with its code, message and optional HTTP status.
     public init(_ code: Code, _ message: String, status: Int? = nil) {

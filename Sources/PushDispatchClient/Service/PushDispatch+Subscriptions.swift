@@ -41,13 +41,13 @@ extension PushDispatch {
         async throws(PushClientError) -> [NodeSubscription]
     {
         let former: DeviceToken?
-        if let oldToken { former = oldToken } else { former = await device.token }
+        if let oldToken { former = oldToken } else { former = device.token }
         guard let former, former != newToken else {
-            await device.set(newToken)
+            device.set(newToken)
             return []
         }
         let all = try await client.list()
-        await device.set(newToken)
+        device.set(newToken)
         var moved: [NodeSubscription] = []
         var failures: [String] = []
         for subscription in all where subscription.target == .device(former) {
@@ -87,7 +87,7 @@ extension PushDispatch {
 
     /// The device token, or ``PushClientError/Code/invalidArgument`` when the app gave none.
     func requireDeviceToken() async throws(PushClientError) -> DeviceToken {
-        guard let token = await device.token else {
+        guard let token = device.token else {
             throw .invalidArgument("this device has no push token yet: set one (setDeviceToken) before subscribing through notifications")
         }
         return token

@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 import PushJOSE
+import Synchronization
 
 /// The push side of one Webcom application, as an app sees it: the nodes it subscribes to,
 /// this device's token and key, and the notifications it receives.
@@ -48,12 +49,13 @@ public final class PushDispatch: Sendable {
         app = configuration.app
         baseURL = configuration.baseURL
         client = SubscriptionClient(rest: rest)
-        queue = OperationQueueActor(app: configuration.app, configuration: configuration.offlineQueue, executor: OperationExecutor(client: client))
+        device = DeviceRegistration(token: configuration.deviceToken)
+        queue = OperationQueueActor(
+            app: configuration.app, configuration: configuration.offlineQueue, executor: OperationExecutor(client: client), device: device)
         if configuration.offlineQueue.isPersistenceEnabled {
             // What an earlier launch queued is sent now, as Firebase sends its kept writes.
             Task { [queue] in await queue.start() }
         }
-        device = DeviceRegistration(token: configuration.deviceToken)
         deviceKeys = DeviceKeys(store: configuration.keyStore)
         sharedKeys = configuration.sharedKeys
         let start = ContinuousClock.now
@@ -81,13 +83,13 @@ public final class PushDispatch: Sendable {
 
     /// This device's push token, if the app gave one.
     public func deviceToken() async -> DeviceToken? {
-        await device.token
+        device.token
     }
 
     /// Sets this device's push token without touching existing subscriptions (the first
     /// token; to replace a token that changed, use ``updateDeviceTokenInAllSubscriptions(_:replacing:)``).
     public func setDeviceToken(_ token: DeviceToken?) async {
-        await device.set(token)
+        device.set(token)
     }
 
     /// The device's public key (made and stored first if there is none): what end-to-end
@@ -109,15 +111,20 @@ public final class PushDispatch: Sendable {
     }
 }
 
-/// The device token, which changes when the provider issues a new one.
-actor DeviceRegistration {
-    private(set) var token: DeviceToken?
+/// The device token, which changes when the provider issues a new one. Synchronous, so that
+/// the offline queue's actor reads and replaces it in one step with queuing a token update.
+final class DeviceRegistration: Sendable {
+    private let value: Mutex<DeviceToken?>
 
     init(token: DeviceToken?) {
-        self.token = token
+        value = Mutex(token)
+    }
+
+    var token: DeviceToken? {
+        value.withLock { $0 }
     }
 
     func set(_ token: DeviceToken?) {
-        self.token = token
+        value.withLock { $0 = token }
     }
 }
