@@ -56,18 +56,30 @@ public struct FileDeviceKeyStore: DeviceKeyStore {
 
     /// Writes `key` to the file (mode 0600), atomically.
     public func saveKey(_ key: Data) async throws {
-        let folder = fileURL.deletingLastPathComponent()
+        try Self.replace(fileURL, with: key)
+    }
+
+    /// Replaces the file at `url` with `data`: a temporary file beside it, created with mode
+    /// 0600 from the start (never readable by others, not even for a moment), flushed to disk,
+    /// renamed over the old one; then the folder (made with mode 0700 if missing) is flushed,
+    /// so that the rename reaches the disk too. Readers see all of the old file or all of the
+    /// new.
+    static func replace(_ url: URL, with data: Data) throws {
+        let folder = url.deletingLastPathComponent()
         if !FileManager.default.fileExists(atPath: folder.path) {
             try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         }
-        let temporary = folder.appendingPathComponent(".\(fileURL.lastPathComponent).\(UUID().uuidString).tmp")
-        // Created with mode 0600 from the start: the key is never readable by others, not
-        // even for a moment.
-        try Self.writeNew(temporary.path, key)
-        guard rename(temporary.path, fileURL.path) == 0 else {
+        let temporary = folder.appendingPathComponent(".\(url.lastPathComponent).\(UUID().uuidString).tmp")
+        try writeNew(temporary.path, data)
+        guard rename(temporary.path, url.path) == 0 else {
             let code = errno
-            try? FileManager.default.removeItem(at: temporary)
+            unlink(temporary.path)
             throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+        }
+        let descriptor = open(folder.path, O_RDONLY)
+        if descriptor >= 0 {
+            _ = fsync(descriptor)
+            close(descriptor)
         }
     }
 

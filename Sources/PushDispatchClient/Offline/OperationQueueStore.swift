@@ -82,23 +82,7 @@ public struct FileOperationQueueStore: OperationQueueStore {
 
     /// Writes `document` to the file (mode 0600), atomically and durably.
     public func saveQueue(_ document: Data) throws {
-        let folder = fileURL.deletingLastPathComponent()
-        if !FileManager.default.fileExists(atPath: folder.path) {
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-        }
-        let temporary = folder.appendingPathComponent(".\(fileURL.lastPathComponent).\(UUID().uuidString).tmp")
-        try FileDeviceKeyStore.writeNew(temporary.path, document)
-        guard rename(temporary.path, fileURL.path) == 0 else {
-            let code = errno
-            unlink(temporary.path)
-            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
-        }
-        // The rename itself reaches the disk with the folder's entry.
-        let descriptor = open(folder.path, O_RDONLY)
-        if descriptor >= 0 {
-            _ = fsync(descriptor)
-            close(descriptor)
-        }
+        try FileDeviceKeyStore.replace(fileURL, with: document)
     }
 }
 
