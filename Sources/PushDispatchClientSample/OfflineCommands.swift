@@ -38,7 +38,9 @@ struct QueueCommand: AsyncParsableCommand {
     var discard = false
 
     func run() async throws {
-        let queue = try options.service().offline
+        let push = try options.service()
+        defer { withExtendedLifetime(push) {} }
+        let queue = push.offline
         if discard {
             try await queue.discardAll()
             print("discarded")

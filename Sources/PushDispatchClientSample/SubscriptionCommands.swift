@@ -47,7 +47,8 @@ struct SubscribeCommand: AsyncParsableCommand {
                 } else {
                     try await node.offline.subscribeThroughNotifications(descriptor: descriptor)
                 }
-            return try await queued.report(operation)
+            try await queued.report(operation)
+            return withExtendedLifetime(node) {}
         }
         let subscription =
             if let webhook {
@@ -72,7 +73,10 @@ struct UnsubscribeCommand: AsyncParsableCommand {
 
     func run() async throws {
         if queued.offline {
-            return try await queued.report(try await options.service().node(for: path).offline.unsubscribeThroughNotifications())
+            let node = try options.service().node(for: path)
+            try await queued.report(try await node.offline.unsubscribeThroughNotifications())
+            // (The queue lives as long as its service object: kept until the report is done.)
+            return withExtendedLifetime(node) {}
         }
         try await options.service().node(for: path).unsubscribeThroughNotifications()
         print("unsubscribed from \(path)")
@@ -100,7 +104,9 @@ struct UnsubscribeAllCommand: AsyncParsableCommand {
 
     func run() async throws {
         if queued.offline {
-            return try await queued.report(try await options.service().offline.unsubscribeFromAllThroughNotifications())
+            let push = try options.service()
+            try await queued.report(try await push.offline.unsubscribeFromAllThroughNotifications())
+            return withExtendedLifetime(push) {}
         }
         let removed = try await options.service().unsubscribeFromAllThroughNotifications()
         print("removed \(removed) subscriptions")
@@ -121,8 +127,9 @@ struct UpdateTokenCommand: AsyncParsableCommand {
 
     func run() async throws {
         if queued.offline {
-            return try await queued.report(
-                try await options.service().offline.updateDeviceTokenInAllSubscriptions(try ClientOptions.deviceToken(newDevice)))
+            let push = try options.service()
+            try await queued.report(try await push.offline.updateDeviceTokenInAllSubscriptions(try ClientOptions.deviceToken(newDevice)))
+            return withExtendedLifetime(push) {}
         }
         let moved = try await options.service().updateDeviceTokenInAllSubscriptions(try ClientOptions.deviceToken(newDevice))
         for subscription in moved { print(subscription) }

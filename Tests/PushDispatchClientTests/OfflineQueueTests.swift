@@ -13,6 +13,7 @@ struct OfflineQueueTests {
     static let phone = try! DeviceToken.fcm("phone")
     static let tablet = try! DeviceToken.fcm("tablet")
     static let newPhone = try! DeviceToken.fcm("new-phone")
+    static let other = try! DeviceToken.fcm("other")
     static let options = JSONObject([(Key("mode"), .string("value")), (Key("format"), .string("v2"))])
 
     static func op(_ id: String, _ action: PendingOperation.Action, attempts: Int = 0, uid: String? = "alice") -> PendingOperation {
@@ -98,6 +99,22 @@ struct OfflineQueueTests {
             queue: [op("1", subscribe("/a"), uid: nil)], new: op("2", subscribe("/a")),
             expected: [absorbing(op("2", subscribe("/a")))], forwarded: [.init(from: "1", to: "2")]),
         MergeCase(
+            name: "a later subscribe whose fixed expiration is sooner could be refused where the earlier would not: both kept",
+            queue: [op("1", .subscribe(target: .device(phone), path: "/a", options: JSONObject([(Key("expirationTimestampSeconds"), .int(2_000))]), allowsUpdate: true))],
+            new: op("2", .subscribe(target: .device(phone), path: "/a", options: JSONObject([(Key("expirationTimestampSeconds"), .int(1_000))]), allowsUpdate: true)),
+            expected: [
+                op("1", .subscribe(target: .device(phone), path: "/a", options: JSONObject([(Key("expirationTimestampSeconds"), .int(2_000))]), allowsUpdate: true)),
+                op("2", .subscribe(target: .device(phone), path: "/a", options: JSONObject([(Key("expirationTimestampSeconds"), .int(1_000))]), allowsUpdate: true)),
+            ]),
+        MergeCase(
+            name: "a later subscribe with the default lifetime replaces one with a fixed expiration",
+            queue: [op("1", .subscribe(target: .device(phone), path: "/a", options: JSONObject([(Key("expirationTimestampSeconds"), .int(2_000))]), allowsUpdate: true))],
+            new: op("2", subscribe("/a")), expected: [absorbing(op("2", subscribe("/a")))], forwarded: [.init(from: "1", to: "2")]),
+        MergeCase(
+            name: "a refresh to a sooner date after one to a later date: both kept",
+            queue: [op("1", .refresh(id: "s1", path: "/a", until: 20))], new: op("2", .refresh(id: "s1", path: "/a", until: 10)),
+            expected: [op("1", .refresh(id: "s1", path: "/a", until: 20)), op("2", .refresh(id: "s1", path: "/a", until: 10))]),
+        MergeCase(
             name: "an unsubscribe-all of the device in between stops merging",
             queue: [op("1", subscribe("/a")), op("2", .unsubscribeAll(device: phone))], new: op("3", subscribe("/a")),
             expected: [op("1", subscribe("/a")), op("2", .unsubscribeAll(device: phone)), op("3", subscribe("/a"))]),
@@ -130,10 +147,34 @@ struct OfflineQueueTests {
             expected: [op("1", subscribe("/a")), op("2", unsubscribe("/b")), op("3", subscribe("/c", tablet)), op("4", update([phone], newPhone))]),
         MergeCase(
             name: "two token updates send the last: tablet → phone, then phone → new phone is tablet and phone → new phone, after what was between",
-            queue: [op("1", update([tablet], phone)), op("2", subscribe("/a")), op("5", subscribe("/w", newPhone))],
+            queue: [
+                op("1", update([tablet], phone)), op("2", subscribe("/a", other)),
+                op("5", .subscribe(target: .webhook(name: "w", context: "x"), path: "/w", options: options, allowsUpdate: true)),
+            ],
             new: op("3", update([phone], newPhone)),
-            expected: [op("2", subscribe("/a")), op("5", subscribe("/w", newPhone)), absorbing(op("3", update([tablet, phone], newPhone)))],
+            expected: [
+                op("2", subscribe("/a", other)),
+                op("5", .subscribe(target: .webhook(name: "w", context: "x"), path: "/w", options: options, allowsUpdate: true)),
+                absorbing(op("3", update([tablet, phone], newPhone))),
+            ],
             forwarded: [.init(from: "1", to: "3")]),
+        MergeCase(
+            name: "a subscribe of the middle token between two updates keeps them apart (merged, the move after it would overwrite it)",
+            queue: [op("1", update([tablet], phone)), op("2", subscribe("/a"))], new: op("3", update([phone], newPhone)),
+            expected: [op("1", update([tablet], phone)), op("2", subscribe("/a")), op("3", update([phone], newPhone))]),
+        MergeCase(
+            name: "an update to the same token twice is not merged into an update from no token",
+            queue: [op("1", update([phone], phone))], new: op("2", update([phone], phone)),
+            expected: [op("1", update([phone], phone)), op("2", update([phone], phone))]),
+        MergeCase(
+            name: "an unsubscribe-all merges back to a token update naming its device, not across it",
+            queue: [op("1", unsubscribe("/a")), op("2", update([phone], newPhone)), op("3", update([newPhone], phone), attempts: 1), op("4", unsubscribe("/b"))],
+            new: op("5", .unsubscribeAll(device: phone)),
+            expected: [
+                op("1", unsubscribe("/a")), op("2", update([phone], newPhone)), op("3", update([newPhone], phone), attempts: 1),
+                absorbing(op("5", .unsubscribeAll(device: phone))),
+            ],
+            forwarded: [.init(from: "4", to: "5")]),
         MergeCase(
             name: "three token updates: one, from every token before",
             queue: [absorbing(op("3", update([tablet, phone], newPhone)))], new: op("4", update([newPhone], tablet)),
@@ -186,10 +227,15 @@ struct OfflineQueueTests {
         for (code, disposition) in table {
             #expect(OperationExecutor.disposition(of: PushClientError(code, "")) == disposition, "\(code)")
         }
-        // A proxy's 408 or 429 without the service's body waits; the service's own 429 refuses.
-        for status in [408, 429] {
+        // Any 5xx or 408, whatever the body (the service's own request_timeout, a gateway's
+        // {"error":"Service Unavailable"}), and a proxy's bare 429 wait; the service's 429 refuses.
+        for status in [408, 429, 500, 502, 503, 504] {
             #expect(OperationExecutor.disposition(of: HTTPAnswer(status: status, contentLocation: nil, body: Array("<html>".utf8)).error) == .retry)
         }
+        let timeout = HTTPAnswer(status: 408, contentLocation: nil, body: Array(#"{"error":"request_timeout","message":"30 s"}"#.utf8)).error
+        #expect(OperationExecutor.disposition(of: timeout) == .retry)
+        let gateway = HTTPAnswer(status: 503, contentLocation: nil, body: Array(#"{"status":503,"error":"Service Unavailable"}"#.utf8)).error
+        #expect(OperationExecutor.disposition(of: gateway) == .retry)
         let service429 = HTTPAnswer(status: 429, contentLocation: nil, body: Array(#"{"error":"too_many_subscriptions","message":"12"}"#.utf8)).error
         #expect(OperationExecutor.disposition(of: service429) == .refuse)
         var refused = PushClientError(.transport, "connection refused")
@@ -332,6 +378,29 @@ struct OfflineQueueUnreachableTests {
         } catch {
             #expect(error.code == .queueStore && error.message.contains("in use by another PushDispatch"), "\(error)")
         }
+        await #expect(throws: PushClientError(.queueStore, "")) { try await second.offline.discardAll() }
+        #expect(await second.offline.status().storeError?.code == .queueStore)
+        #expect(try QueueDocument.decode([UInt8](try Data(contentsOf: file)), app: "toto").map(\.id) == [operation.id])
+    }
+
+    @Test("a queue ends with its PushDispatch: the file's lock is released and a new object reads what the old one queued")
+    func endsWithItsService() async throws {
+        let store = FileOperationQueueStore(fileURL: try Self.folder().appendingPathComponent("queue.json"))
+        var id = ""
+        do {
+            let first = try Self.service(store: store)
+            id = try await first.node(for: "/kept").offline.subscribeThroughNotifications().id
+        }
+        let next = try Self.service(store: store)
+        var found: [QueuedOperation] = []
+        for _ in 0..<200 {
+            if let operations = try? await next.offline.operations() {
+                found = operations
+                break
+            }
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        #expect(found.map(\.id) == [id])
     }
 
     @Test("the bound: past the limit an operation is refused at once with queue_full; merged ones still fit")
@@ -374,6 +443,11 @@ struct OfflineQueueUnreachableTests {
         let twice = try await push.node(for: "/z2").offline.subscribeThroughNotifications()
         _ = try await push.node(for: "/z2").offline.subscribeThroughNotifications()
         #expect(await !twice.cancel())
+        // The same token again moves nothing: confirmed at once, nothing queued.
+        let waiting = try await push.offline.operations().count
+        let same = try await push.offline.updateDeviceTokenInAllSubscriptions(OfflineQueueTests.phone)
+        #expect(await same.state() == .confirmed(nil))
+        #expect(try await push.offline.operations().count == waiting)
         // A token update cannot be withdrawn: the device token changed when it was queued.
         let update = try await push.offline.updateDeviceTokenInAllSubscriptions(OfflineQueueTests.newPhone)
         #expect(await !update.cancel())

@@ -17,9 +17,12 @@ import PushJSON
 ///
 /// - Order: operations are sent one at a time, in the order they were queued.
 /// - Merging: operations that cancel or repeat each other are merged before anything is sent
-///   (a subscribe then ``QueuedOperation/cancel()`` sends nothing; two token updates send the
-///   last); see ``OfflineQueueConfiguration``.
-/// - Failures: no answer, or the service unavailable (5xx): the operation waits, and is sent
+///   (a subscribe then ``QueuedOperation/cancel()`` sends nothing; two token updates send one),
+///   never so that the service ends up holding something else than sending each in order
+///   would leave. The rules are those of `OperationMerging`, listed in the README.
+/// - Lifetime: the queue lives as long as its ``PushDispatch``; when that ends, no attempt
+///   starts, and the file (which keeps what waits) is free for a new one.
+/// - Failures: no answer, any 5xx or 408, or a failing credentials provider: the operation waits, and is sent
 ///   again after a back-off with jitter (1 s doubling to 5 min by default), or at once after
 ///   ``networkAvailable()``. A 401 that a fresh token did not cure suspends the queue until
 ///   ``credentialsChanged()``. Any other refusal (`permission_denied`, …) refuses that
@@ -70,8 +73,10 @@ public struct OfflineQueue: Sendable {
     /// Moves every subscription of `oldToken` (by default, the current device token) to
     /// `newToken`, as ``PushDispatch/updateDeviceTokenInAllSubscriptions(_:replacing:)`` does,
     /// when the service can be reached. `newToken` becomes the device token at once: what is
-    /// subscribed after this goes to it. Waiting operations of the old token that were never
-    /// sent are moved to the new one; two updates waiting send the last.
+    /// subscribed after this goes to it. Operations of the old token queued before it are sent
+    /// before it, and it moves what they made; two updates waiting, with only other devices'
+    /// operations between them, are sent as one from both earlier tokens. The same token again
+    /// moves nothing: the handle is confirmed at once.
     public func updateDeviceTokenInAllSubscriptions(_ newToken: DeviceToken, replacing oldToken: DeviceToken? = nil)
         async throws(PushClientError) -> QueuedOperation
     {
@@ -123,9 +128,12 @@ public struct OfflineQueue: Sendable {
         await actor.credentialsChanged()
     }
 
-    /// Forgets every waiting operation (they end cancelled; the one on the network, if any,
-    /// finishes), and a queue file that could not be read. For sign-out: operations are sent
-    /// for the user the credentials name, and one queued for another ends `user_changed`.
+    /// Forgets every waiting operation (they end cancelled, including one that was attempted
+    /// and may have been applied: the app asked to forget), and a queue file that could not be
+    /// read. The one on the network, if any, stays: it settles, or waits and is sent again. For
+    /// sign-out: operations are sent for the user the credentials name, and one queued for
+    /// another ends `user_changed`. Throws `queue_store` when another ``PushDispatch`` holds the
+    /// file.
     public func discardAll() async throws(PushClientError) {
         try await actor.discardAll()
     }

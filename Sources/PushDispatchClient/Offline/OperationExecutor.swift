@@ -21,8 +21,9 @@ struct OperationExecutor: Sendable {
     /// token's refusal suspends the queue; every other answer is the service's word on this
     /// operation.
     static func disposition(of error: PushClientError) -> Disposition {
-        // A proxy's 408 or 429, without the service's error body: a wait, not a refusal.
-        if error.bare, let status = error.status, status == 408 || status == 429 { return .retry }
+        // Any 5xx or 408 (the service's own `request_timeout` too: a stalled link), and a
+        // proxy's 429 without the service's error body: a wait, not a refusal.
+        if let status = error.status, status >= 500 || status == 408 || (status == 429 && error.bare) { return .retry }
         switch error.code {
         case .transport, .unavailable, .internalError, .invalidResponse, .credentials: return .retry
         case .unauthorized: return .suspend
@@ -122,8 +123,16 @@ struct OperationExecutor: Sendable {
             var refused: [String] = []
             let all = try await client.list(as: uid)
             progress.answered = true
+            // The latest token's first, the earliest's last: where two tokens hold the same
+            // node, the earliest's ends on the new token, as updates sent one by one leave it
+            // (X → A moves X's over A's, then A → B moves that).
+            var moving: [(rank: Int, subscription: NodeSubscription)] = []
             for subscription in all {
-                guard case .device(let token) = subscription.target, from.contains(token) else { continue }
+                guard case .device(let token) = subscription.target, let rank = from.firstIndex(of: token) else { continue }
+                moving.append((rank, subscription))
+            }
+            moving.sort { $0.rank > $1.rank }
+            for (_, subscription) in moving {
                 do {
                     _ = try await client.create(PushDispatch.document(moving: subscription, to: to), allowsUpdate: true, as: uid)
                 } catch let error where Self.disposition(of: error) == .refuse {

@@ -38,6 +38,12 @@ actor OperationQueueActor {
     private var timer: Task<Void, Never>?
     /// Which pause a timer belongs to: a timer of a pause cut short wakes nothing later.
     private var pauses = 0
+    /// How many times the app said its credentials changed.
+    private var credentials = 0
+    /// Set when the ``PushDispatch`` ended.
+    private var closed = false
+    /// Why the store could not be read or locked, until it can.
+    private var storeProblem: PushClientError?
 
     /// Final states of the operations this process saw end, and where merged ones went.
     private var finished: [String: QueuedOperation.State] = [:]
@@ -69,20 +75,35 @@ actor OperationQueueActor {
         case .failure(let error)?: throw error
         case nil: break
         }
-        if lock == nil, let exclusive = store as? FileOperationQueueStore {
-            lock = try exclusive.lockExclusively()
-        }
+        try takeLock()
         let data: Data?
         do {
             data = try store.loadQueue()
         } catch {
-            throw PushClientError(.queueStore, "the offline queue's store could not be read: \(Bounded.text(String(describing: error), limit: 200))")
+            let failure = (error as? PushClientError)
+                ?? PushClientError(.queueStore, "the offline queue's store could not be read: \(Bounded.text(String(describing: error), limit: 200))")
+            storeProblem = failure
+            throw failure
         }
         do {
             operations = try data.map { bytes throws(PushClientError) in try QueueDocument.decode([UInt8](bytes), app: app) } ?? []
             loaded = .success(())
+            storeProblem = nil
         } catch {
             loaded = .failure(error)
+            storeProblem = error
+            throw error
+        }
+    }
+
+    /// Takes the queue file's lock, once (a store that is not a file has none to take).
+    private func takeLock() throws(PushClientError) {
+        guard !closed else { throw PushClientError(.queueStore, "the offline queue was closed with its PushDispatch") }
+        guard lock == nil, let exclusive = store as? FileOperationQueueStore else { return }
+        do {
+            lock = try exclusive.lockExclusively()
+        } catch {
+            storeProblem = error
             throw error
         }
     }
@@ -125,9 +146,16 @@ actor OperationQueueActor {
     }
 
     /// Queues the move of every subscription of `former` (by default, the device token now) to
-    /// `new`, which becomes the device token once the update is stored.
+    /// `new`, which becomes the device token once the update is stored. The same token again
+    /// (or a first token) moves nothing: the handle is confirmed at once, nothing is queued.
     func enqueueTokenUpdate(_ new: DeviceToken, replacing former: DeviceToken?) throws(PushClientError) -> QueuedOperation {
-        let old = former ?? device.token ?? new
+        guard let old = former ?? device.token, old != new else {
+            try load()
+            device.set(new)
+            let nothing = PendingOperation(id: Self.newID(), uid: executor.currentUID(), action: .updateDeviceToken(from: [new], to: new), attempts: 0)
+            finish(nothing.id, .confirmed(nil), kind: nothing.kind)
+            return QueuedOperation(nothing, queue: self)
+        }
         let handle = try enqueue(.updateDeviceToken(from: [old], to: new))
         device.set(new)
         return handle
@@ -196,8 +224,10 @@ actor OperationQueueActor {
     /// Forgets every waiting operation (they end `cancelled`), and a file that could not be
     /// read: what an app does at sign-out, or to start over.
     func discardAll() throws(PushClientError) {
+        try takeLock()
         let kept = operations.filter { $0.id == sending }
         try save(kept)
+        storeProblem = nil
         let dropped = operations.filter { $0.id != sending }
         operations = kept
         loaded = .success(())
@@ -215,7 +245,7 @@ actor OperationQueueActor {
     func status() -> OfflineQueue.Status {
         OfflineQueue.Status(
             pending: operations.count, sending: sending != nil, suspended: suspended, lastError: lastError, nextAttempt: nextAttempt,
-            storeError: { if case .failure(let error)? = loaded { return error } else { return nil } }())
+            storeError: storeProblem)
     }
 
     func state(of id: String) -> QueuedOperation.State {
@@ -230,7 +260,7 @@ actor OperationQueueActor {
 
     func outcome(of id: String) async -> QueuedOperation.State {
         let current = state(of: id)
-        if current.isFinal { return current }
+        if current.isFinal || closed { return current }
         let target = resolve(id)
         guard operations.contains(where: { $0.id == target }) || sending == target else { return current }
         return await withCheckedContinuation { continuation in
@@ -298,8 +328,27 @@ actor OperationQueueActor {
     /// The app says its credentials changed (a user signed in, a token was renewed): a queue
     /// suspended by a 401 resumes.
     func credentialsChanged() {
+        credentials &+= 1
         suspended = nil
         kick()
+    }
+
+    /// Stops for good (its ``PushDispatch`` ended): the attempt on the network finishes, no
+    /// other starts, the file's lock is released for a new ``PushDispatch``.
+    func close() {
+        closed = true
+        task?.cancel()
+        fire()
+        lock = nil
+        // Who waits for an outcome gets the state the operation is left in (pending: it stays
+        // in the file for the next launch).
+        for (id, continuations) in waiters {
+            let state = state(of: id)
+            for continuation in continuations { continuation.resume(returning: state) }
+        }
+        waiters = [:]
+        for waiter in attemptWaiters { waiter.resume() }
+        attemptWaiters = []
     }
 
     private func fire() {
@@ -333,13 +382,13 @@ actor OperationQueueActor {
 
     /// Starts the sending task if there is something to send and nothing stops it.
     private func kick() {
-        guard task == nil, suspended == nil, !operations.isEmpty else { return }
+        guard task == nil, suspended == nil, !closed, !operations.isEmpty else { return }
         task = Task { await self.run() }
     }
 
     private func run() async {
         defer { task = nil }
-        while suspended == nil, var operation = operations.first {
+        while suspended == nil, !closed, var operation = operations.first {
             // Stored as attempted before it leaves: after a crash, the queue knows the service
             // may have it.
             operation.attempts = operation.attempts < Int(Int32.max) ? operation.attempts + 1 : operation.attempts
@@ -354,6 +403,7 @@ actor OperationQueueActor {
             }
             operations = candidate
             sending = operation.id
+            let credentialsBefore = credentials
             let attempt = await executor.execute(operation)
             let result = attempt.result
             sending = nil
@@ -378,6 +428,10 @@ actor OperationQueueActor {
                 switch OperationExecutor.disposition(of: error) {
                 case .refuse:
                     settle(operation, .refused(error))
+                case .suspend where credentials != credentialsBefore:
+                    // The app renewed its credentials while this attempt was out: try again now.
+                    lastError = error
+                    continue
                 case .suspend:
                     suspended = error
                     lastError = error
@@ -395,6 +449,9 @@ actor OperationQueueActor {
     /// attempt that never reached the service, what was queued behind it while it was on the
     /// network may cancel or repeat it.
     private func compact() {
+        // Quadratic: for the queues apps keep (the limit is 256 by default), not for a file
+        // of a hundred thousand.
+        guard operations.count <= 1024 else { return }
         var outcome = OperationMerging.Outcome(queue: [])
         for operation in operations {
             let step = OperationMerging.enqueue(operation, into: outcome.queue, sending: sending)

@@ -46,12 +46,36 @@ public struct FileOperationQueueStore: OperationQueueStore {
 
     /// The file's contents; `nil` when there is no file.
     public func loadQueue() throws -> Data? {
-        guard FileManager.default.fileExists(atPath: fileURL.path) else { return nil }
-        let size = (try FileManager.default.attributesOfItem(atPath: fileURL.path)[.size] as? NSNumber)?.intValue ?? 0
-        guard size <= QueueDocument.maxBytes else {
-            throw PushClientError(.queueStore, "the offline queue's file has \(size) bytes, more than \(QueueDocument.maxBytes)")
+        // Not through a link, never blocking on a FIFO, a regular file only, and no more read
+        // than a queue may hold.
+        let descriptor = open(fileURL.path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK)
+        guard descriptor >= 0 else {
+            if errno == ENOENT { return nil }
+            throw PushClientError(.queueStore, "the offline queue's file \(Bounded.quoted(fileURL.path)) cannot be opened (errno \(errno)): a link, or unreadable")
         }
-        return try Data(contentsOf: fileURL)
+        defer { close(descriptor) }
+        var information = stat()
+        guard fstat(descriptor, &information) == 0, (information.st_mode & S_IFMT) == S_IFREG else {
+            throw PushClientError(.queueStore, "the offline queue's file \(Bounded.quoted(fileURL.path)) is not a regular file")
+        }
+        guard information.st_size <= QueueDocument.maxBytes else {
+            throw PushClientError(.queueStore, "the offline queue's file has \(information.st_size) bytes, more than \(QueueDocument.maxBytes)")
+        }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 64 << 10)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                throw PushClientError(.queueStore, "the offline queue's file could not be read (errno \(errno))")
+            }
+            if count == 0 { break }
+            bytes += chunk[..<count]
+            guard bytes.count <= QueueDocument.maxBytes else {
+                throw PushClientError(.queueStore, "the offline queue's file has more than \(QueueDocument.maxBytes) bytes")
+            }
+        }
+        return Data(bytes)
     }
 
     /// Takes the file's lock (`<file>.lock`, mode 0600), or says who holds it: one queue per

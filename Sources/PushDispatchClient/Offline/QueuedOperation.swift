@@ -47,8 +47,9 @@ public struct QueuedOperation: Sendable, Hashable, CustomStringConvertible {
         /// update could not move…), or `user_changed` when the credentials are now for another
         /// user.
         case refused(PushClientError)
-        /// Withdrawn before it was sent: by ``QueuedOperation/cancel()``, or made pointless by
-        /// a later operation (an unsubscribe of the same node, an unsubscribe of all).
+        /// Withdrawn: before it was sent, by ``QueuedOperation/cancel()`` or made pointless by a
+        /// later operation (an unsubscribe of the same node, an unsubscribe of all); or
+        /// forgotten by ``OfflineQueue/discardAll()``, whatever its attempts.
         case cancelled
 
         /// Whether the state is final.
@@ -102,7 +103,9 @@ public struct QueuedOperation: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Its final state: waits until the service confirmed or refused it, or it was cancelled.
-    /// Returns at once when it already was.
+    /// Returns at once when it already was. Returns the state it is left in (pending) when its
+    /// ``PushDispatch`` ended, and `pending` for an operation this process does not know (queued
+    /// by an earlier launch and ended in another, or one of more than the last 4,096 to end).
     public func outcome() async -> State {
         await queue.outcome(of: id)
     }

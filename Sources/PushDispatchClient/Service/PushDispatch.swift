@@ -68,6 +68,12 @@ public final class PushDispatch: Sendable {
             maxAge: configuration.keysMaxAge, refetchInterval: configuration.keysRefetchInterval, now: { ContinuousClock.now - start })
     }
 
+    /// Closes the offline queue: a queue outlives no ``PushDispatch`` (it would keep sending with
+    /// the old credentials provider, and hold its file from a new one).
+    deinit {
+        Task { [queue] in await queue.close() }
+    }
+
     /// The root node, `/`.
     public var root: DataNode {
         DataNode(service: self, location: .root)
