@@ -336,8 +336,11 @@ actor OperationQueueActor {
     /// Stops for good (its ``PushDispatch`` ended): the attempt on the network finishes, no
     /// other starts, the file's lock is released for a new ``PushDispatch``.
     func close() {
+        // The sending task is not cancelled: the attempt on the network ends by itself (its
+        // deadline bounds it), and the loop stops after it. Cancelling it would cancel the
+        // URLSession task under it, which FoundationNetworking on Linux can crash on
+        // ("a task that is not in the registry").
         closed = true
-        task?.cancel()
         fire()
         lock = nil
         // Who waits for an outcome gets the state the operation is left in (pending: it stays
