@@ -159,6 +159,7 @@ public struct OfflineNode: Sendable {
         -> QueuedOperation
     {
         let service = node.service
+        // Checked first so that no device key is made for a device without a token.
         _ = try await service.requireDeviceToken()
         let options = try await service.options(descriptor)
         let path = node.path

@@ -80,14 +80,6 @@ struct PendingOperation: Sendable, Equatable {
         case .unsubscribeAll, .updateDeviceToken: return nil
         }
     }
-
-    /// The device token it names as a target (not the tokens of a token update).
-    var device: DeviceToken? {
-        switch action {
-        case .subscribe(.device(let token), _, _, _), .unsubscribe(.device(let token), _), .unsubscribeAll(let token): return token
-        default: return nil
-        }
-    }
 }
 
 extension PendingOperation.Target {
