@@ -144,6 +144,9 @@ struct ClientLibraryOfflineTests {
         try await Task.sleep(for: .seconds(1.5))
         #expect(try Self.connections(proxy) == 0)
         proxy.stop()
+        // Offline only once the proxy is gone: a connection it still accepted would make the
+        // next attempt one that may have reached the service (and so not withdrawable).
+        try await ServiceEndToEndTests.eventually("the proxy gone", timeout: 10) { httpStatus("http://127.0.0.1:\(port)/readyz", timeout: 1) == 0 }
 
         // Offline again. Subscribe then unsubscribe: the subscribe is withdrawn; the removal is
         // kept (the service might hold an older subscription), and sent once the network is back.
