@@ -200,6 +200,7 @@ struct BenchEndToEnd: AsyncParsableCommand {
         }
         reader.start()
         let serviceCPU0 = ProcessCPU.microseconds(pid: process.processIdentifier) ?? 0
+        let switches0 = ProcessCPU.contextSwitches(pid: process.processIdentifier)
         let nginxCPU0 = fake.cpuMicroseconds()
         let benchCPU0 = BenchDeliver.cpuMicroseconds()
         let start = Date()
@@ -248,6 +249,7 @@ struct BenchEndToEnd: AsyncParsableCommand {
         try await feeder.value
         if acknowledgedAt == nil { acknowledgedAt = seconds }
         let serviceCPU = (ProcessCPU.microseconds(pid: process.processIdentifier) ?? 0) - serviceCPU0
+        let switches = ProcessCPU.contextSwitches(pid: process.processIdentifier)
         let nginxCPU = fake.cpuMicroseconds() - nginxCPU0
         let benchCPU = BenchDeliver.cpuMicroseconds() - benchCPU0
         let after = try await BenchSoak.sample(client, base, pid: process.processIdentifier)
@@ -267,6 +269,15 @@ struct BenchEndToEnd: AsyncParsableCommand {
                 format: "CPU per record: pushdispatch run %.1f µs (%.0f %% of a core), nginx %.1f µs, the feeder %.1f µs; RSS after %.1f MiB",
                 Double(serviceCPU) / Double(records), Double(serviceCPU) / seconds / 10_000, Double(nginxCPU) / Double(records),
                 Double(benchCPU) / Double(records), after.rssMiB))
+        // Each thread a record crosses costs a wake-up (a voluntary switch, later): on a VM whose
+        // idle cores are slow to wake, what a record alone pays for most (docs/benchmarks.md).
+        if let switches0, let switches {
+            print(
+                String(
+                    format: "context switches per record, pushdispatch run: %.2f voluntary (wake-ups), %.2f preempted",
+                    Double(switches.voluntary - switches0.voluntary) / Double(records),
+                    Double(switches.involuntary - switches0.involuntary) / Double(records)))
+        }
         let p50 = BenchSoak.percentile(0.5, now: after.buckets, before: before.buckets)
         let p99 = BenchSoak.percentile(0.99, now: after.buckets, before: before.buckets)
         print(String(format: "latency, committed → FCM's answer (the histogram's buckets): p50 ≤ %.1f ms, p99 ≤ %.1f ms", p50 * 1000, p99 * 1000))

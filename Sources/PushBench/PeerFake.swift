@@ -123,6 +123,25 @@ enum ProcessCPU {
         return microseconds(ticks: user + system)
     }
 
+    /// Context switches of every live thread of `pid` so far: the voluntary ones (a thread that
+    /// went to sleep: each is a wake-up later) and the others (preempted); nil when it is gone.
+    /// A thread that ended takes its counts with it.
+    static func contextSwitches(pid: Int32) -> (voluntary: Int64, involuntary: Int64)? {
+        guard let threads = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else { return nil }
+        var voluntary: Int64 = 0
+        var involuntary: Int64 = 0
+        for thread in threads {
+            guard let text = try? String(contentsOfFile: "/proc/\(pid)/task/\(thread)/status", encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n") {
+                let parts = line.split(separator: ":", maxSplits: 1)
+                guard parts.count == 2, let count = Int64(parts[1].trimmingCharacters(in: .whitespaces)) else { continue }
+                if parts[0] == "voluntary_ctxt_switches" { voluntary += count }
+                if parts[0] == "nonvoluntary_ctxt_switches" { involuntary += count }
+            }
+        }
+        return (voluntary, involuntary)
+    }
+
     /// The processes whose parent is `pid`.
     static func children(of pid: Int32) -> [Int32] {
         guard let entries = try? FileManager.default.contentsOfDirectory(atPath: "/proc") else { return [] }

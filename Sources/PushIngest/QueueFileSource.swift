@@ -11,17 +11,25 @@ public struct QueueFileSource: Service {
     public let queue: IngestQueue
     /// Where the last committed batch left this source.
     public let checkpoint: SourceCheckpoint?
-    /// How long to wait when the file has nothing new.
+    /// How long to wait when the file has nothing new, where the file's changes cannot be
+    /// watched (``FileChangeWatch``: inotify on Linux, where the file is looked at again every
+    /// ``watchFallback`` whatever happens, and at once when it changes).
     public let pollInterval: Duration
+    /// With a watch: how often the file is looked at anyway.
+    public let watchFallback: Duration
+    /// With a watch, while the path names another file than the one being read: how often the
+    /// reader looks (it switches after a few quiet reads).
+    static let rotationPoll = Duration.milliseconds(50)
     public let maxLineBytes: Int
     public let logger: Logger
     /// Told once the source follows its file.
     public let readiness: any SourceReadiness
 
     public init(
-        path: String, queue: IngestQueue, checkpoint: SourceCheckpoint?, pollInterval: Duration = .milliseconds(50),
+        path: String, queue: IngestQueue, checkpoint: SourceCheckpoint?, pollInterval: Duration = .milliseconds(50), watchFallback: Duration = .seconds(1),
         maxLineBytes: Int = 16 << 20, readiness: any SourceReadiness = NoReadiness(), logger: Logger
     ) {
+        self.watchFallback = watchFallback
         self.readiness = readiness
         self.path = path
         self.queue = queue
@@ -45,6 +53,9 @@ public struct QueueFileSource: Service {
         var reader = QueueFileReader(
             path: path, checkpoint: stored.map { ($0.0.identity, $0.1) }, fingerprint: stored?.0.fingerprint, maxLineBytes: maxLineBytes)
         defer { reader.close() }
+        let watch = FileChangeWatch(path: path, fallback: watchFallback)
+        defer { watch?.stop() }
+        if watch == nil { logger.info("the queue file's changes cannot be watched: it is looked at every \(pollInterval)", metadata: ["path": "\(path)"]) }
         var announcedMissing = false
         var attached = false
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
@@ -61,8 +72,19 @@ public struct QueueFileSource: Service {
                     logger.info("waiting for the queue file to appear", metadata: ["path": "\(path)"])
                     announcedMissing = true
                 }
+                // The path names another file (or none) than the one being read: the reader
+                // switches after a few quiet reads (the writer may still finish the old one), so
+                // it looks again soon rather than waiting for a change.
+                let following = reader.checkpoint?.identity
+                let rotating = following != nil && following != QueueFileReader.identity(ofPath: path)
                 do {
-                    try await cancelWhenGracefulShutdown { try await Task.sleep(for: pollInterval) }
+                    if let watch, !rotating {
+                        try await cancelWhenGracefulShutdown { await watch.next() }
+                        if Task.isShuttingDownGracefully || Task.isCancelled { return }
+                    } else {
+                        let interval = watch == nil ? pollInterval : min(pollInterval, Self.rotationPoll)
+                        try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+                    }
                 } catch {
                     return
                 }

@@ -1,0 +1,109 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import NIOPosix
+import Synchronization
+
+/// Tells the queue file's reader when its file may have new bytes, so that an idle service does
+/// not wake 20 times a second to look (issue 35: an idle service spent ~1 % of a core and ~100
+/// wake-ups a second, most of them this poll). Linux's inotify watches the file (written,
+/// closed, moved, deleted, its attributes changed) and its folder (a file created or moved in:
+/// a rotation, or the file appearing); a thread waits on it, and also signals every `fallback`
+/// whatever happens (a safety net: a file system whose writes inotify does not see, such as one
+/// written from another host). Elsewhere, or when the kernel refuses the watches, there is none
+/// and the reader polls as before.
+final class FileChangeWatch: Sendable {
+    struct Waiting {
+        var pending = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    let state = Mutex(Waiting())
+    let stopped = Atomic<Bool>(false)
+    let pool: NIOThreadPool
+
+    /// `nil` when the system has no inotify or refuses it (the caller polls).
+    init?(path: String, fallback: Duration) {
+        #if os(Linux)
+        let descriptor = inotify_init1(Int32(IN_NONBLOCK | IN_CLOEXEC))
+        guard descriptor >= 0 else { return nil }
+        let folder = Self.folder(of: path)
+        // The folder's watch must hold: without it a file that appears later is never seen.
+        guard inotify_add_watch(descriptor, folder, UInt32(IN_CREATE | IN_MOVED_TO)) >= 0 else {
+            close(descriptor)
+            return nil
+        }
+        let fileEvents = UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF)
+        // The file may not be there yet: watched once it appears.
+        _ = inotify_add_watch(descriptor, path, fileEvents)
+        pool = NIOThreadPool(numberOfThreads: 1)
+        pool.start()
+        let timeout = Int32(clamping: max(1, fallback.components.seconds * 1_000 + fallback.components.attoseconds / 1_000_000_000_000_000))
+        pool.submit { [self] _ in
+            var buffer = [UInt8](repeating: 0, count: 4_096)
+            while !stopped.load(ordering: .relaxed) {
+                var polled = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+                _ = poll(&polled, 1, timeout)
+                // Drained (the events themselves do not matter: any of them means "read").
+                while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 {}
+                // A new file at the path (rotated, or appeared) is watched from now on; the same
+                // file's watch is kept as it is.
+                _ = inotify_add_watch(descriptor, path, fileEvents)
+                signal()
+            }
+            close(descriptor)
+        }
+        #else
+        return nil
+        #endif
+    }
+
+    deinit {
+        stop()
+    }
+
+    /// Ends the watch (its thread ends within `fallback`).
+    func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        pool.shutdownGracefully { _ in }
+        signal()
+    }
+
+    /// Returns once the file may have changed since the last return (at once when it already
+    /// has), or the task is cancelled.
+    func next() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.pending || stopped.load(ordering: .relaxed) {
+                        state.pending = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            signal()
+        }
+    }
+
+    func signal() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard let waiter = state.waiter else {
+                state.pending = true
+                return nil
+            }
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// The folder `path` is in (`.` for a bare name).
+    static func folder(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
+    }
+}
