@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import NIOPosix
+import PushCore
 import Synchronization
 
 /// Tells the queue file's reader when its file may have new bytes, so that an idle service does
@@ -38,12 +39,24 @@ final class FileChangeWatch: Sendable {
         _ = inotify_add_watch(descriptor, path, fileEvents)
         pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
-        let timeout = Int32(clamping: max(1, fallback.components.seconds * 1_000 + fallback.components.attoseconds / 1_000_000_000_000_000))
+        let fallbackMilliseconds = max(1, fallback.wholeMilliseconds)
+        // Waits of at most a second, so that a stop ends the thread within one.
+        let wait = Int32(clamping: min(1_000, fallbackMilliseconds))
         pool.submit { [self] _ in
             var buffer = [UInt8](repeating: 0, count: 4_096)
+            var quiet: Int64 = 0
             while !stopped.load(ordering: .relaxed) {
                 var polled = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-                _ = poll(&polled, 1, timeout)
+                let ready = poll(&polled, 1, wait)
+                if ready < 0 && errno != EINTR || polled.revents & Int16(POLLERR | POLLNVAL) != 0 {
+                    // Never expected; never a busy loop either: the fallback's pace.
+                    usleep(UInt32(wait) * 1_000)
+                }
+                if ready == 0 {
+                    quiet += Int64(wait)
+                    if quiet < fallbackMilliseconds { continue }
+                }
+                quiet = 0
                 // Drained (the events themselves do not matter: any of them means "read").
                 while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 {}
                 // A new file at the path (rotated, or appeared) is watched from now on; the same
@@ -62,7 +75,7 @@ final class FileChangeWatch: Sendable {
         stop()
     }
 
-    /// Ends the watch (its thread ends within `fallback`).
+    /// Ends the watch (its thread ends within a second).
     func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         pool.shutdownGracefully { _ in }

@@ -60,13 +60,17 @@ public struct QueueFileSource: Service {
         var attached = false
         while !Task.isShuttingDownGracefully && !Task.isCancelled {
             let lines = try reader.read()
-            for event in reader.takeEvents() { log(event) }
+            let events = reader.takeEvents()
+            for event in events { log(event) }
             // Attached (ready) while the file is followed or simply not there yet; a file that is
             // there and cannot be opened keeps readiness down, with the reason.
             if !attached && reader.problem == nil {
                 readiness.attached(Self.name)
                 attached = true
             }
+            // A file just opened (at start, or the new one of a rotation) is read at once: its
+            // bytes may all have come before the change that was signalled.
+            if lines.isEmpty && events.contains(where: \.startsAFile) { continue }
             if lines.isEmpty {
                 if reader.problem == nil && QueueFileReader.identity(ofPath: path) == nil && reader.checkpoint == nil && !announcedMissing {
                     logger.info("waiting for the queue file to appear", metadata: ["path": "\(path)"])
@@ -123,6 +127,17 @@ public struct QueueFileSource: Service {
             logger.warning(
                 "the checkpointed queue file is gone; reading the current one from its start",
                 metadata: ["path": "\(path)", "checkpointed": "\(identity)"])
+        }
+    }
+}
+
+extension QueueFileReader.Event {
+    /// The reader now reads a file from a new place (opened, rotated to, read again from its
+    /// start): what it holds is read without waiting for another change.
+    var startsAFile: Bool {
+        switch self {
+        case .opened, .rotated, .truncated, .rewritten, .checkpointedFileGone: true
+        case .unreadable: false
         }
     }
 }
