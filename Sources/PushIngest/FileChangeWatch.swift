@@ -35,8 +35,12 @@ final class FileChangeWatch: Sendable {
             return nil
         }
         let fileEvents = UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF)
-        // The file may not be there yet: watched once it appears.
-        _ = inotify_add_watch(descriptor, path, fileEvents)
+        // The file may not be there yet: watched once it appears. One that is there and cannot
+        // be watched (a watch limit reached, no permission) is polled.
+        guard inotify_add_watch(descriptor, path, fileEvents) >= 0 || errno == ENOENT else {
+            close(descriptor)
+            return nil
+        }
         pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         let fallbackMilliseconds = max(1, fallback.wholeMilliseconds)
@@ -45,23 +49,28 @@ final class FileChangeWatch: Sendable {
         pool.submit { [self] _ in
             var buffer = [UInt8](repeating: 0, count: 4_096)
             var quiet: Int64 = 0
+            // The file cannot be watched (a watch limit reached, no permission): a signal every
+            // `pollMilliseconds`, as the poll the watch replaces.
+            var polling = false
             while !stopped.load(ordering: .relaxed) {
+                let pace = polling ? min(wait, Self.pollMilliseconds) : wait
                 var polled = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-                let ready = poll(&polled, 1, wait)
+                let ready = poll(&polled, 1, pace)
                 if ready < 0 && errno != EINTR || polled.revents & Int16(POLLERR | POLLNVAL) != 0 {
                     // Never expected; never a busy loop either: the fallback's pace.
-                    usleep(UInt32(wait) * 1_000)
+                    usleep(UInt32(pace) * 1_000)
                 }
-                if ready == 0 {
-                    quiet += Int64(wait)
+                if ready == 0 && !polling {
+                    quiet += Int64(pace)
                     if quiet < fallbackMilliseconds { continue }
                 }
                 quiet = 0
                 // Drained (the events themselves do not matter: any of them means "read").
                 while buffer.withUnsafeMutableBytes({ read(descriptor, $0.baseAddress, $0.count) }) > 0 {}
-                // A new file at the path (rotated, or appeared) is watched from now on; the same
-                // file's watch is kept as it is.
-                _ = inotify_add_watch(descriptor, path, fileEvents)
+                // A new file at the path (rotated, or appeared) is watched from now on, and a new
+                // folder at the folder's path; the same ones' watches are kept as they are.
+                _ = inotify_add_watch(descriptor, folder, UInt32(IN_CREATE | IN_MOVED_TO))
+                polling = inotify_add_watch(descriptor, path, fileEvents) < 0 && errno != ENOENT
                 signal()
             }
             close(descriptor)
@@ -113,6 +122,9 @@ final class FileChangeWatch: Sendable {
         }
         waiter?.resume()
     }
+
+    /// How often a file that cannot be watched is looked at (milliseconds).
+    static let pollMilliseconds: Int32 = 50
 
     /// The folder `path` is in (`.` for a bare name).
     static func folder(of path: String) -> String {

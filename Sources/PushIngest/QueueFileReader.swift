@@ -100,6 +100,10 @@ public struct QueueFileReader {
         }
     }
 
+    /// Whether the last ``read(budget:)`` read bytes (a line longer than its budget is read over
+    /// several calls, each returning no line until its end).
+    public private(set) var lastReadSawData = false
+
     /// Takes the events noted since the last call.
     public mutating func takeEvents() -> [Event] {
         defer { events = [] }
@@ -109,6 +113,7 @@ public struct QueueFileReader {
     /// The complete lines available now (at most about `budget` bytes of them); empty when there
     /// is nothing new.
     public mutating func read(budget: Int = 4 << 20) throws -> [Line] {
+        lastReadSawData = false
         if descriptor < 0 {
             guard let identity = identityOrProblem() else { return [] }  // not there yet, or not readable
             open(path, identity: identity, at: 0, fingerprint: nil)
@@ -142,6 +147,7 @@ public struct QueueFileReader {
             readBytes += count
             split(chunk[0..<count], into: &lines)
         }
+        lastReadSawData = sawData
         if sawData {
             quietReads = 0
             return lines

@@ -71,6 +71,9 @@ public struct QueueFileSource: Service {
             // A file just opened (at start, or the new one of a rotation) is read at once: its
             // bytes may all have come before the change that was signalled.
             if lines.isEmpty && events.contains(where: \.startsAFile) { continue }
+            // Bytes read and no line yet: a line longer than a read's budget goes on, already in
+            // the file (its change was signalled once); read on until its end or the file's.
+            if lines.isEmpty && reader.lastReadSawData { continue }
             if lines.isEmpty {
                 if reader.problem == nil && QueueFileReader.identity(ofPath: path) == nil && reader.checkpoint == nil && !announcedMissing {
                     logger.info("waiting for the queue file to appear", metadata: ["path": "\(path)"])

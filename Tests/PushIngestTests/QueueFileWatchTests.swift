@@ -32,7 +32,7 @@ struct QueueFileWatchTests {
         return lines
     }
 
-    @Test("lines appended, a file that appears, and a rotation are read at once, with no poll")
+    @Test("lines appended, a file that appears, a rotation and a line longer than a read are read at once, with no poll")
     func watched() async throws {
         #if os(Linux)
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pd-watch-\(UUID().uuidString)")
@@ -61,6 +61,12 @@ struct QueueFileWatchTests {
         #expect(try await lines(queue, 1) == [#"{"seq":5}"#])
         try append("{\"seq\":6}\n", to: path)
         #expect(try await lines(queue, 1) == [#"{"seq":6}"#])
+        // A line longer than a read's budget (4 MiB), written at once: one change for several
+        // reads.
+        let long = "{\"seq\":7,\"x\":\"" + String(repeating: "a", count: 9 << 20) + "\"}"
+        try append(long + "\n{\"seq\":8}\n", to: path)
+        let after = try await lines(queue, 2)
+        #expect(after.map(\.utf8.count) == [long.utf8.count, 9])
         task.cancel()
         queue.finish()
         _ = await task.result
