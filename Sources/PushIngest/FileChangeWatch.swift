@@ -80,11 +80,8 @@ final class FileChangeWatch: Sendable {
         #endif
     }
 
-    deinit {
-        stop()
-    }
-
-    /// Ends the watch (its thread ends within a second).
+    /// Ends the watch (its thread ends within a second). Its owner must call it: the thread
+    /// holds the watch until then.
     func stop() {
         guard !stopped.exchange(true, ordering: .relaxed) else { return }
         pool.shutdownGracefully { _ in }

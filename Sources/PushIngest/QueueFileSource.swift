@@ -68,14 +68,13 @@ public struct QueueFileSource: Service {
                 readiness.attached(Self.name)
                 attached = true
             }
-            // A file just opened (at start, or the new one of a rotation) is read at once: its
-            // bytes may all have come before the change that was signalled.
-            if lines.isEmpty && events.contains(where: \.startsAFile) { continue }
-            // Bytes read and no line yet: a line longer than a read's budget goes on, already in
-            // the file (its change was signalled once); read on until its end or the file's.
-            if lines.isEmpty && reader.lastReadSawData { continue }
+            // Read on at once: a file just opened (at start, or the new one of a rotation), whose
+            // bytes may all have come before the change that was signalled; or bytes read and no
+            // line yet, a line longer than a read's budget that goes on, already in the file.
+            if lines.isEmpty && (reader.lastReadSawData || events.contains(where: \.startsAFile)) { continue }
             if lines.isEmpty {
-                if reader.problem == nil && QueueFileReader.identity(ofPath: path) == nil && reader.checkpoint == nil && !announcedMissing {
+                let atPath = QueueFileReader.identity(ofPath: path)
+                if reader.problem == nil && atPath == nil && reader.checkpoint == nil && !announcedMissing {
                     logger.info("waiting for the queue file to appear", metadata: ["path": "\(path)"])
                     announcedMissing = true
                 }
@@ -83,7 +82,7 @@ public struct QueueFileSource: Service {
                 // switches after a few quiet reads (the writer may still finish the old one), so
                 // it looks again soon rather than waiting for a change.
                 let following = reader.checkpoint?.identity
-                let rotating = following != nil && following != QueueFileReader.identity(ofPath: path)
+                let rotating = following != nil && following != atPath
                 do {
                     if let watch, !rotating {
                         try await cancelWhenGracefulShutdown { await watch.next() }
