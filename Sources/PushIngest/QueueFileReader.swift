@@ -89,10 +89,15 @@ public struct QueueFileReader {
         self.maxLineBytes = maxLineBytes
         self.rotationGrace = rotationGrace
         if let checkpoint {
-            if let current = Self.identity(ofPath: path), current == checkpoint.identity {
-                open(path, identity: current, at: checkpoint.offset, fingerprint: fingerprint)
-            } else if let rotated = Self.find(identity: checkpoint.identity, near: path) {
-                open(rotated, identity: checkpoint.identity, at: checkpoint.offset, fingerprint: fingerprint)
+            // The path is opened only if the file it names is the checkpoint's (checked on the
+            // opened descriptor: the path may be rotated between a `stat` and the `open`).
+            if Self.identity(ofPath: path) == checkpoint.identity,
+                open(path, expecting: checkpoint.identity, at: checkpoint.offset, fingerprint: fingerprint)
+            {
+                // The same file, at the checkpoint's offset.
+            } else if let rotated = Self.find(identity: checkpoint.identity, near: path),
+                open(rotated, expecting: checkpoint.identity, at: checkpoint.offset, fingerprint: fingerprint)
+            {
                 resumeNextAtStart = true
             } else {
                 events.append(.checkpointedFileGone(identity: checkpoint.identity))
@@ -115,9 +120,8 @@ public struct QueueFileReader {
     public mutating func read(budget: Int = 4 << 20) throws -> [Line] {
         lastReadSawData = false
         if descriptor < 0 {
-            guard let identity = identityOrProblem() else { return [] }  // not there yet, or not readable
-            open(path, identity: identity, at: 0, fingerprint: nil)
-            guard descriptor >= 0 else { return [] }
+            guard identityOrProblem() != nil else { return [] }  // not there yet, or not readable
+            guard open(path, expecting: nil, at: 0, fingerprint: nil) else { return [] }
         }
         var lines: [Line] = []
         var chunk = [UInt8](repeating: 0, count: 1 << 16)
@@ -163,9 +167,8 @@ public struct QueueFileReader {
                 descriptor = -1
                 resumeNextAtStart = false
                 quietReads = 0
-                if let current {
-                    open(path, identity: current, at: 0, fingerprint: nil)
-                    events.append(.rotated(from: old, to: current))
+                if current != nil, open(path, expecting: nil, at: 0, fingerprint: nil) {
+                    events.append(.rotated(from: old, to: identity))
                 }
             }
         }
@@ -278,16 +281,35 @@ public struct QueueFileReader {
     }
 
     /// Opens `file` at `start`; with a `fingerprint`, only if the bytes before `start` are the
-    /// ones it names (else from the beginning, said as an event).
-    private mutating func open(_ file: String, identity: String, at start: Int64, fingerprint: String?) {
+    /// ones it names (else from the beginning, said as an event). The identity read is the
+    /// opened descriptor's, never the path's: a rotation between a look at the path and the
+    /// `open` would otherwise give the file another's identity (and it would be read again
+    /// from its start once that one was seen rotated). With `expecting`, a file of another
+    /// identity is closed again, and the answer is `false`.
+    @discardableResult
+    private mutating func open(_ file: String, expecting: String?, at start: Int64, fingerprint: String?) -> Bool {
         let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             setProblem("cannot open it: \(String(cString: strerror(errno)))")
-            return
+            return false
+        }
+        var status = stat()
+        guard fstat(fd, &status) == 0 else {
+            setProblem("cannot read what it is: \(String(cString: strerror(errno)))")
+            Glibc.close(fd)
+            return false
+        }
+        guard (status.st_mode & S_IFMT) == S_IFREG else {
+            Glibc.close(fd)
+            setProblem("it is not a regular file")
+            return false
+        }
+        let identity = "\(status.st_dev):\(status.st_ino)"
+        if let expecting, identity != expecting {
+            Glibc.close(fd)
+            return false
         }
         setProblem(nil)
-        var status = stat()
-        fstat(fd, &status)
         descriptor = fd
         self.identity = identity
         pending = []
@@ -307,6 +329,7 @@ public struct QueueFileReader {
         lseek(fd, off_t(position), SEEK_SET)
         offset = position
         events.append(.opened(identity: identity, offset: position))
+        return true
     }
 
     /// The identity of the file at the path, or `nil` when there is none yet or it cannot be

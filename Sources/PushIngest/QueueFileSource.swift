@@ -85,7 +85,7 @@ public struct QueueFileSource: Service {
                 let rotating = following != nil && following != atPath
                 do {
                     if let watch, !rotating {
-                        try await cancelWhenGracefulShutdown { await watch.next() }
+                        await cancelWhenGracefulShutdown { await watch.next() }
                         if Task.isShuttingDownGracefully || Task.isCancelled { return }
                     } else {
                         let interval = watch == nil ? pollInterval : min(pollInterval, Self.rotationPoll)
