@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 /// Marks a suite (or a test) as process-level: it starts real processes (the service, a
@@ -18,7 +19,30 @@ public struct ProcessLevelTrait: SuiteTrait, TestTrait, TestScoping {
             try await function()
             return
         }
-        try await ProcessLevelLock.shared.run(function)
+        try await ProcessLevelLock.shared.run {
+            let start = ContinuousClock.now
+            defer { ProcessLevelTimes.note(test: test, testCase: testCase, took: ContinuousClock.now - start) }
+            try await function()
+        }
+    }
+}
+
+/// With `TEST_PUSHDISPATCH_PROCESS_LEVEL_TIMES=<file>`, each process-level test case appends
+/// `<seconds>\t<test>` to the file once it ran (the lock held, not the wait for it). They run
+/// one at a time, so their sum is the test run's critical path: CI prints the slowest.
+enum ProcessLevelTimes {
+    static let file = ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_PROCESS_LEVEL_TIMES"].flatMap { $0.isEmpty ? nil : $0 }
+
+    static func note(test: Test, testCase: Test.Case?, took: Duration) {
+        guard let file else { return }
+        let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
+        let suite = test.id.nameComponents.dropLast().last ?? ""
+        let name = "\(suite) / \(test.displayName ?? test.name)".replacingOccurrences(of: "\n", with: " ")
+        let line = Array((String(format: "%.2f", seconds) + "\t" + name + "\n").utf8)
+        let descriptor = open(file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return }
+        _ = line.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        close(descriptor)
     }
 }
 
