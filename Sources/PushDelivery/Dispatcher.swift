@@ -52,10 +52,6 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         var machine: DispatchStateMachine
         var wake = false
         var waiter: CheckedContinuation<Void, Never>?
-        /// The deadline of the wait in progress (``waitForWake(until:)``), if it has one.
-        var deadline: Int64?
-        /// The earliest deadline a timer is armed for (``armTimer(_:)``).
-        var timer: Int64?
         /// The notifications this dispatcher claimed and has not settled.
         var held: Set<Int64> = []
         /// Sends that waited for their sender's budget, by provider, counted in the metrics.
@@ -428,57 +424,28 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     }
 
     /// Waits until nudged, a send completes, or `until` (milliseconds since the epoch).
-    ///
-    /// The deadline is kept by a timer that outlives the wait: a wait ended by a nudge leaves
-    /// it armed, and a later wait whose deadline is no earlier arms none. (A timer per wait, a
-    /// child task cancelled when the wait ended early, cost about three thread wake-ups a
-    /// wait: most waits end early, with a record's nudge or a send's answer.) A timer that
-    /// fires before the current wait's deadline does not wake it: it arms itself again for
-    /// that deadline.
     func waitForWake(until: Int64?) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let (resume, arm) = state.withLock { state -> (Bool, Int64?) in
-                if state.wake {
-                    state.wake = false
-                    return (true, nil)
+        await withTaskGroup(of: Void.self) { timers in
+            if let until {
+                timers.addTask {
+                    try? await self.clock.sleep(until: until)
+                    if !Task.isCancelled { self.nudge() }
                 }
-                state.waiter = continuation
-                state.deadline = until
-                guard let until, state.timer.map({ $0 > until }) ?? true else { return (false, nil) }
-                state.timer = until
-                return (false, until)
             }
-            if resume { continuation.resume() }
-            if let arm { armTimer(arm) }
-        }
-        state.withLock {
-            $0.wake = false
-            $0.deadline = nil
-        }
-    }
-
-    /// A timer for `at`: once it is due, it wakes the wait in progress if that wait's deadline
-    /// has come, or arms itself again for that deadline (unless a timer is armed for it
-    /// already); with no wait in progress it ends.
-    func armTimer(_ at: Int64) {
-        Task { [clock] in
-            try? await clock.sleep(until: at)
-            let now = clock.now
-            let (waiter, again) = state.withLock { state -> (CheckedContinuation<Void, Never>?, Int64?) in
-                if state.timer == at { state.timer = nil }
-                guard state.waiter != nil, let deadline = state.deadline else { return (nil, nil) }
-                if deadline <= now {
-                    state.wake = true
-                    defer { state.waiter = nil }
-                    return (state.waiter, nil)
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resume = state.withLock { state -> Bool in
+                    if state.wake {
+                        state.wake = false
+                        return true
+                    }
+                    state.waiter = continuation
+                    return false
                 }
-                guard state.timer.map({ $0 > deadline }) ?? true else { return (nil, nil) }
-                state.timer = deadline
-                return (nil, deadline)
+                if resume { continuation.resume() }
             }
-            waiter?.resume()
-            if let again { armTimer(again) }
+            timers.cancelAll()
         }
+        state.withLock { $0.wake = false }
     }
 
     /// The answers so far, decided and ready to be stored in one batch.

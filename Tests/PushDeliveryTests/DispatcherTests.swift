@@ -13,58 +13,6 @@ import Testing
 
 @Suite("Delivery against the fake providers", .processLevel, .serialized)
 struct DispatcherTests {
-    /// Most waits end early (a record's nudge, a send's answer). A child task per wait for its
-    /// deadline, cancelled at its end, cost about three thread wake-ups a wait: one timer now
-    /// serves every wait whose deadline is no earlier than the one it is armed for.
-    @Test("the deadline of a wait is kept by a timer that outlives it: waits ended early share one, a timer early for the wait in progress arms itself again")
-    func waitTimers() async throws {
-        let h = try await DeliveryHarness()
-        defer { Task { await h.close() } }
-        let dispatcher = try #require(h.dispatcher)
-        let clock = h.clock
-        // 50 waits for the same deadline, each ended by a nudge: one timer sleeps.
-        for _ in 0..<50 {
-            async let waited: Void = dispatcher.waitForWake(until: clock.now + 1_000)
-            try await Task.sleep(for: .milliseconds(1))
-            dispatcher.nudge()
-            await waited
-        }
-        try await Task.sleep(for: .milliseconds(20))
-        #expect(clock.sleeperCount == 1)
-        // A later deadline arms none; the timer, due first, does not end that wait.
-        let later = clock.now + 2_000
-        let ended = Flag()
-        let wait = Task {
-            await dispatcher.waitForWake(until: later)
-            ended.value.store(true, ordering: .releasing)
-        }
-        try await Task.sleep(for: .milliseconds(20))
-        #expect(clock.sleeperCount == 1)
-        clock.advance(by: .milliseconds(1_000))
-        await clock.waitForSleepers(1)  // armed again, for the wait's deadline
-        try await Task.sleep(for: .milliseconds(20))
-        let endedEarly = ended.value.load(ordering: .acquiring)
-        #expect(!endedEarly)
-        clock.advance(by: .milliseconds(1_000))
-        await wait.value
-        let endedAtDeadline = ended.value.load(ordering: .acquiring)
-        #expect(endedAtDeadline)
-        // An earlier deadline than the armed timer's arms one of its own, which ends that wait.
-        async let far: Void = dispatcher.waitForWake(until: clock.now + 60_000)
-        try await Task.sleep(for: .milliseconds(20))
-        dispatcher.nudge()
-        await far
-        async let near: Void = dispatcher.waitForWake(until: clock.now + 10)
-        try await Task.sleep(for: .milliseconds(20))
-        #expect(clock.sleeperCount == 2)
-        clock.advance(by: .milliseconds(10))
-        await near
-    }
-
-    final class Flag: Sendable {
-        let value = Atomic<Bool>(false)
-    }
-
     @Test("a recoverable error is retried 1 s, 2 s, 4 s after, then delivered; the subscription stays")
     func schedule() async throws {
         let h = try await DeliveryHarness()
