@@ -92,9 +92,10 @@ public struct QueueFileReader {
             // The path is opened only if the file it names is the checkpoint's (checked on the
             // opened descriptor: the path may be rotated between a `stat` and the `open`).
             if Self.identity(ofPath: path) == checkpoint.identity,
-                open(path, expecting: checkpoint.identity, at: checkpoint.offset, fingerprint: fingerprint)
+                open(path, expecting: checkpoint.identity, at: checkpoint.offset, fingerprint: fingerprint) || problem != nil
             {
-                // The same file, at the checkpoint's offset.
+                // The same file, at the checkpoint's offset; or it cannot be opened (the problem
+                // says why, and it is read from its start once it can be, as before).
             } else if let rotated = Self.find(identity: checkpoint.identity, near: path),
                 open(rotated, expecting: checkpoint.identity, at: checkpoint.offset, fingerprint: fingerprint)
             {
