@@ -305,7 +305,7 @@ public struct QueueFileReader {
             setProblem("it is not a regular file")
             return false
         }
-        let identity = "\(status.st_dev):\(status.st_ino)"
+        let identity = Self.identity(of: status)
         if let expecting, identity != expecting {
             Glibc.close(fd)
             return false
@@ -349,7 +349,7 @@ public struct QueueFileReader {
             setProblem("it is not a regular file")
             return nil
         }
-        return "\(status.st_dev):\(status.st_ino)"
+        return Self.identity(of: status)
     }
 
     private mutating func setProblem(_ reason: String?) {
@@ -358,11 +358,16 @@ public struct QueueFileReader {
         events.append(.unreadable(reason: reason))
     }
 
+    /// `device:inode` of a file's status.
+    static func identity(of status: stat) -> String {
+        "\(status.st_dev):\(status.st_ino)"
+    }
+
     /// `device:inode` of the file at `path`, or `nil` when there is none.
     public static func identity(ofPath path: String) -> String? {
         var status = stat()
         guard stat(path, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else { return nil }
-        return "\(status.st_dev):\(status.st_ino)"
+        return Self.identity(of: status)
     }
 
     /// A file with this identity in the folder of `path` (where rotation leaves files).

@@ -21,7 +21,7 @@ public struct ProcessLevelTrait: SuiteTrait, TestTrait, TestScoping {
         }
         try await ProcessLevelLock.shared.run {
             let start = ContinuousClock.now
-            defer { ProcessLevelTimes.note(test: test, testCase: testCase, took: ContinuousClock.now - start) }
+            defer { ProcessLevelTimes.note(test: test, took: ContinuousClock.now - start) }
             try await function()
         }
     }
@@ -33,7 +33,7 @@ public struct ProcessLevelTrait: SuiteTrait, TestTrait, TestScoping {
 enum ProcessLevelTimes {
     static let file = ProcessInfo.processInfo.environment["TEST_PUSHDISPATCH_PROCESS_LEVEL_TIMES"].flatMap { $0.isEmpty ? nil : $0 }
 
-    static func note(test: Test, testCase: Test.Case?, took: Duration) {
+    static func note(test: Test, took: Duration) {
         guard let file else { return }
         let seconds = Double(took.components.seconds) + Double(took.components.attoseconds) / 1e18
         let suite = test.id.nameComponents.dropLast().last ?? ""
