@@ -52,6 +52,14 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
         var machine: DispatchStateMachine
         var wake = false
         var waiter: CheckedContinuation<Void, Never>?
+        /// The deadline of the wait in progress, when it has one (``waitForWake(until:)``).
+        var deadline: Int64?
+        /// The one timer keeping the waits' deadlines (``keepTime(_:at:)``): when it comes due,
+        /// its number, its task.
+        var timer: (at: Int64, id: UInt64, task: Task<Void, Never>)?
+        var timers: UInt64 = 0
+        /// Sleeping before storing answers again (``store(_:)``).
+        var retrying = false
         /// The notifications this dispatcher claimed and has not settled.
         var held: Set<Int64> = []
         /// Sends that waited for their sender's budget, by provider, counted in the metrics.
@@ -187,6 +195,10 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                     $0.machine.settled(unsent.count)
                     $0.held.subtract(unsent.map(\.id))
                 }
+            }
+            self.state.withLock { state in
+                state.timer?.task.cancel()
+                state.timer = nil
             }
         }
     }
@@ -424,29 +436,86 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     }
 
     /// Waits until nudged, a send completes, or `until` (milliseconds since the epoch).
+    ///
+    /// One timer keeps every wait's deadline, and it outlives the wait that armed it: most
+    /// waits end early (a record's nudge, a send's answer), and a timer of their own, started
+    /// and cancelled each time, cost about three thread wake-ups a wait (docs/decisions.md,
+    /// "The dispatcher's wait: one timer"). A wait whose deadline is no earlier than the armed
+    /// timer's keeps it; an earlier deadline replaces it (the old one is cancelled: at most one
+    /// timer sleeps). A dispatcher going idle (nothing claimed, in flight or to settle) waits
+    /// without a deadline and cancels the timer; so does its stop.
     func waitForWake(until: Int64?) async {
-        await withTaskGroup(of: Void.self) { timers in
-            if let until {
-                timers.addTask {
-                    try? await self.clock.sleep(until: until)
-                    if !Task.isCancelled { self.nudge() }
-                }
-            }
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let resume = state.withLock { state -> Bool in
-                    if state.wake {
-                        state.wake = false
-                        return true
-                    }
-                    state.waiter = continuation
-                    return false
-                }
-                if resume { continuation.resume() }
-            }
-            timers.cancelAll()
+        if let until, until <= clock.now {
+            state.withLock { $0.wake = false }
+            return
         }
-        state.withLock { $0.wake = false }
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resume = state.withLock { state -> Bool in
+                if state.wake {
+                    state.wake = false
+                    return true
+                }
+                state.waiter = continuation
+                state.deadline = until
+                if let until {
+                    if let timer = state.timer, timer.at <= until { return false }
+                    state.timer?.task.cancel()
+                    state.timers &+= 1
+                    let id = state.timers
+                    state.timer = (until, id, Task { await self.keepTime(id, at: until) })
+                } else if state.machine.isIdle, let timer = state.timer {
+                    timer.task.cancel()
+                    state.timer = nil
+                }
+                return false
+            }
+            if resume { continuation.resume() }
+        }
+        state.withLock {
+            $0.wake = false
+            $0.deadline = nil
+        }
     }
+
+    /// The timer numbered `id`: sleeps until `at`, then ends the wait in progress if that
+    /// wait's deadline has come, or sleeps on until that deadline if it is later (the timer was
+    /// armed by an earlier wait). With no wait in progress, or no deadline to it, it ends; so it
+    /// does when cancelled (replaced, or the dispatcher stopped).
+    func keepTime(_ id: UInt64, at first: Int64) async {
+        var at = first
+        while true {
+            try? await clock.sleep(until: at)
+            if Task.isCancelled { return }
+            let (waiter, later) = state.withLock { state -> (CheckedContinuation<Void, Never>?, Int64?) in
+                guard state.timer?.id == id else { return (nil, nil) }
+                if state.waiter != nil, let deadline = state.deadline {
+                    if deadline > at {
+                        state.timer?.at = deadline
+                        return (nil, deadline)
+                    }
+                    state.timer = nil
+                    state.wake = true
+                    defer { state.waiter = nil }
+                    return (state.waiter, nil)
+                }
+                state.timer = nil
+                return (nil, nil)
+            }
+            guard let later else {
+                waiter?.resume()
+                return
+            }
+            at = later
+        }
+    }
+
+    /// Sleeping until a time: a wait with a deadline, or before storing answers again (tests
+    /// move the clock then; the clock's sleepers alone do not say it: the timer outlives the
+    /// wait that armed it).
+    var asleep: Bool { state.withLock { ($0.waiter != nil && $0.deadline != nil) || $0.retrying } }
+
+    /// The timers sleeping: at most one (tests).
+    var armedTimer: Int64? { state.withLock { $0.timer?.at } }
 
     /// The answers so far, decided and ready to be stored in one batch.
     struct PendingSettlements {
@@ -538,7 +607,9 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                     logger.warning("stopping: delivery results not stored; their notifications will be sent again", metadata: ["count": "\(settlements.count)"])
                     break
                 }
+                state.withLock { $0.retrying = true }
                 try? await clock.sleep(for: .milliseconds(min(2_000, 100 << min(attempt, 5))))
+                state.withLock { $0.retrying = false }
             }
         }
         state.withLock {

@@ -169,7 +169,7 @@ final class DeliveryHarness: @unchecked Sendable {
 
     /// Waits until the dispatcher has nothing to do before its timer, then moves the clock.
     func advance(by milliseconds: Int64) async throws {
-        try await eventually("the dispatcher to sleep") { clock.sleeperCount >= 1 }
+        try await eventually("the dispatcher to sleep") { dispatcher.asleep && clock.sleeperCount >= 1 }
         clock.advance(by: .milliseconds(milliseconds))
     }
 

@@ -119,7 +119,7 @@ struct DirectProvidersTests {
             #expect((h.dispatcher.slowedDown[sender] != nil) == slowDown, "\(h.dispatcher.slowedDown)")
             try await h.eventually("the retry") {
                 if sends().count >= 2 { return true }
-                if h.dispatcher.isIdle && h.clock.sleeperCount >= 1 { h.clock.advance(by: .seconds(2)) }
+                if h.dispatcher.isIdle && h.dispatcher.asleep && h.clock.sleeperCount >= 1 { h.clock.advance(by: .seconds(2)) }
                 return false
             }
             try await h.eventually("the outbox to empty") { try await h.outbox().isEmpty }
@@ -222,7 +222,7 @@ struct DirectProvidersTests {
         #expect(h.dispatcher.slowedDown[SenderKey(app: "toto", kind: .apns)] != nil)
         try await h.eventually("the retry") {
             if h.sends("apns").contains(where: { $0.target == young && $0.status == 200 }) { return true }
-            if h.dispatcher.isIdle && h.clock.sleeperCount >= 1 { h.clock.advance(by: .seconds(2)) }
+            if h.dispatcher.isIdle && h.dispatcher.asleep && h.clock.sleeperCount >= 1 { h.clock.advance(by: .seconds(2)) }
             return false
         }
         #expect(try Self.issuedAt(try #require(h.sends("apns").last { $0.target == young })) == renewedAt)

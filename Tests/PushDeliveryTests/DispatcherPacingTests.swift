@@ -43,7 +43,7 @@ struct DispatcherPacingTests {
         var elapsed: Int64 = 0
         while deliveredCount() < total && elapsed < 60_000 {
             try await h.eventually("the dispatcher to sleep") {
-                (h.clock.sleeperCount >= 1 && h.dispatcher.state.withLock { $0.machine.nothingSending && !$0.machine.hasAnswers }) || deliveredCount() >= total
+                (h.dispatcher.asleep && h.clock.sleeperCount >= 1 && h.dispatcher.state.withLock { $0.machine.nothingSending && !$0.machine.hasAnswers }) || deliveredCount() >= total
             }
             h.clock.advance(by: .milliseconds(10))
             elapsed += 10

@@ -31,7 +31,7 @@ extension DispatcherTests {
         for second in 2...120 {
             try await h.advance(by: 1_000)
             try await h.queue(subscription, .childEvent, seq: Int64(second))
-            try await h.eventually("the write seen") { h.clock.sleeperCount >= 1 }
+            try await h.eventually("the write seen") { h.dispatcher.asleep && h.clock.sleeperCount >= 1 }
             depths.append(try await h.outbox().count)
         }
         #expect(h.dispatcher.paused[fcm] != nil, "the probes were refused: still paused")
@@ -154,7 +154,7 @@ extension DispatcherTests {
         store.failing.withLock { $0 = false }
         // The database is back: the next attempt (if the one under way failed) settles it.
         try await h.eventually("settled") {
-            if h.clock.sleeperCount > 0 { h.clock.advance(by: .milliseconds(2_000)) }
+            if h.dispatcher.asleep && h.clock.sleeperCount > 0 { h.clock.advance(by: .milliseconds(2_000)) }
             return try await h.outbox().isEmpty
         }
         // The subscription's next notification goes at once, not after a lease.
@@ -191,7 +191,7 @@ extension DispatcherTests {
         // second later): another instance can claim what was not sent.
         var taken = 0
         try await h.eventually("given back", timeout: 20) {
-            if h.clock.sleeperCount > 0 { h.clock.advance(by: .milliseconds(250)) }
+            if h.dispatcher.asleep && h.clock.sleeperCount > 0 { h.clock.advance(by: .milliseconds(250)) }
             taken += try await h.store.claim(now: h.clock.now, limit: 10, claimant: "node-1", leaseUntil: h.clock.now + 60_000, excluding: []).count
             return taken == 3 - before
         }
@@ -201,7 +201,7 @@ extension DispatcherTests {
         tenure.heartbeat(sentAt: h.clock.now)
         h.dispatcher.nudge()
         try await h.eventually("all sent", timeout: 20) {
-            if h.clock.sleeperCount > 0 { h.clock.advance(by: .milliseconds(250)) }
+            if h.dispatcher.asleep && h.clock.sleeperCount > 0 { h.clock.advance(by: .milliseconds(250)) }
             tenure.heartbeat(sentAt: h.clock.now)
             return h.sends("fcm").count == 3
         }
@@ -222,7 +222,7 @@ extension DispatcherTests {
         // At most 10 s of the service's clock (the lease is 300 s): the claim is released, not lapsed.
         var advanced: Int64 = 0
         try await h.eventually("sent after the failed claim, within 10 s of the service's clock", timeout: 20) {
-            if h.clock.sleeperCount > 0 && advanced < 10_000 {
+            if h.dispatcher.asleep && h.clock.sleeperCount > 0 && advanced < 10_000 {
                 h.clock.advance(by: .milliseconds(500))
                 advanced += 500
             }
@@ -246,7 +246,7 @@ extension DispatcherTests {
         h.start()
         var advanced: Int64 = 0
         try await h.eventually("both sent within 10 s of the service's clock", timeout: 20) {
-            if h.clock.sleeperCount > 0 && advanced < 10_000 {
+            if h.dispatcher.asleep && h.clock.sleeperCount > 0 && advanced < 10_000 {
                 h.clock.advance(by: .milliseconds(500))
                 advanced += 500
             }

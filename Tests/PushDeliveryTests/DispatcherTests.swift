@@ -13,6 +13,65 @@ import Testing
 
 @Suite("Delivery against the fake providers", .processLevel, .serialized)
 struct DispatcherTests {
+    /// Most waits end early (a record's nudge, a send's answer); a timer of their own, started
+    /// and cancelled each time, cost about three thread wake-ups a wait. One timer keeps every
+    /// deadline now, and never more than one sleeps.
+    @Test("one timer keeps the waits' deadlines: it outlives the waits it serves, sleeps on for a later one, is replaced by an earlier one, goes when idle")
+    func oneTimer() async throws {
+        let h = try await DeliveryHarness()
+        defer { Task { await h.close() } }
+        let dispatcher = try #require(h.dispatcher)
+        let clock = h.clock
+        /// A wait until `deadline` (`nil`: none), once it is registered.
+        func waiting(until deadline: Int64?) async throws -> Task<Void, Never> {
+            let wait = Task { await dispatcher.waitForWake(until: deadline) }
+            try await h.eventually("the wait registered") { dispatcher.state.withLock { $0.waiter != nil } }
+            return wait
+        }
+        // 50 waits for the same deadline, each ended by a nudge: the first one's timer serves all.
+        let first = clock.now + 1_000
+        for _ in 0..<50 {
+            let wait = try await waiting(until: first)
+            dispatcher.nudge()
+            await wait.value
+        }
+        try await h.eventually("one timer asleep") { clock.sleeperCount == 1 }
+        #expect(dispatcher.armedTimer == first)
+        // A later deadline keeps it; when it comes due, it does not end that wait but sleeps on.
+        let far = clock.now + 3_600_000
+        let farWait = try await waiting(until: far)
+        #expect(dispatcher.armedTimer == first)
+        clock.advance(by: .milliseconds(1_000))
+        try await h.eventually("the timer asleep until the wait's deadline") { dispatcher.armedTimer == far && clock.sleeperCount == 1 }
+        #expect(dispatcher.asleep, "the wait went on")
+        dispatcher.nudge()
+        await farWait.value
+        // An earlier deadline replaces it: still one timer, which ends that wait when due.
+        let near = clock.now + 10
+        let nearWait = try await waiting(until: near)
+        #expect(dispatcher.armedTimer == near)
+        try await h.eventually("the far timer gone") { clock.sleeperCount == 1 }
+        clock.advance(by: .milliseconds(10))
+        await nearWait.value
+        #expect(dispatcher.armedTimer == nil)
+        try await h.eventually("no timer left") { clock.sleeperCount == 0 }
+        // Far and near deadlines in turn, the waits ended early: never more than one timer.
+        for round in 0..<50 {
+            let wait = try await waiting(until: clock.now + (round.isMultiple(of: 2) ? 3_600_000 : 20))
+            dispatcher.nudge()
+            await wait.value
+            #expect(clock.sleeperCount <= 1)
+        }
+        try await h.eventually("one timer asleep") { clock.sleeperCount == 1 }
+        // Idle (nothing claimed, in flight or to settle), a wait without a deadline cancels it.
+        #expect(dispatcher.isIdle)
+        let idle = try await waiting(until: nil)
+        #expect(dispatcher.armedTimer == nil)
+        try await h.eventually("the timer gone") { clock.sleeperCount == 0 }
+        dispatcher.nudge()
+        await idle.value
+    }
+
     @Test("a recoverable error is retried 1 s, 2 s, 4 s after, then delivered; the subscription stays")
     func schedule() async throws {
         let h = try await DeliveryHarness()
@@ -248,13 +307,13 @@ struct DispatcherTests {
             if h.sends("fcm").filter({ $0.target == "t1" }).count >= 2 { return true }
             // On a loaded machine the clock may have moved before the dispatcher slept until
             // its probe: move it again once it sleeps, paused.
-            if h.dispatcher.paused[fcm] != nil && h.dispatcher.isIdle && h.clock.sleeperCount >= 1 { h.clock.advance(by: .milliseconds(30_000)) }
+            if h.dispatcher.paused[fcm] != nil && h.dispatcher.isIdle && h.dispatcher.asleep && h.clock.sleeperCount >= 1 { h.clock.advance(by: .milliseconds(30_000)) }
             return false
         }
         try await h.eventually("delivered") {
             if try await h.outbox().isEmpty { return true }
             // Still paused and asleep until the next probe: move the clock to it.
-            if h.dispatcher.paused[fcm] != nil && h.dispatcher.isIdle && h.clock.sleeperCount >= 1 { h.clock.advance(by: .milliseconds(30_000)) }
+            if h.dispatcher.paused[fcm] != nil && h.dispatcher.isIdle && h.dispatcher.asleep && h.clock.sleeperCount >= 1 { h.clock.advance(by: .milliseconds(30_000)) }
             return false
         }
         #expect(h.dispatcher.paused.isEmpty)
