@@ -514,7 +514,8 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
     /// wait that armed it).
     var asleep: Bool { state.withLock { ($0.waiter != nil && $0.deadline != nil) || $0.retrying } }
 
-    /// The timers sleeping: at most one (tests).
+    /// When the one timer comes due, if one is armed (tests; its task may not sleep on the
+    /// clock yet).
     var armedTimer: Int64? { state.withLock { $0.timer?.at } }
 
     /// The answers so far, decided and ready to be stored in one batch.
@@ -607,8 +608,11 @@ public final class Dispatcher: Service, OutboxListener, Sendable {
                     logger.warning("stopping: delivery results not stored; their notifications will be sent again", metadata: ["count": "\(settlements.count)"])
                     break
                 }
+                // Until a time, not for a duration: a test that moves the clock once `asleep`
+                // says so does not lose the move before the sleep begins.
+                let until = clock.now.saturatingAdding(Int64(min(2_000, 100 << min(attempt, 5))))
                 state.withLock { $0.retrying = true }
-                try? await clock.sleep(for: .milliseconds(min(2_000, 100 << min(attempt, 5))))
+                try? await clock.sleep(until: until)
                 state.withLock { $0.retrying = false }
             }
         }
