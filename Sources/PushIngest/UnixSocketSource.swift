@@ -92,6 +92,7 @@ public struct UnixSocketSource: Service {
     struct Accepted: Sendable {
         let connection: Connection
         let budget: ConnectionBudget
+        let answers: SocketAnswers
     }
 
     public func run() async throws {
@@ -117,12 +118,14 @@ public struct UnixSocketSource: Service {
                         try channel.pipeline.syncOperations.addHandler(IdleStateHandler(allTimeout: TimeAmount(limits.idleTimeout)))
                         let budget = ConnectionBudget(maxBytes: limits.maxBufferedBytes, maxLines: limits.maxUnanswered)
                         try channel.pipeline.syncOperations.addHandler(IdleCloser(timeout: limits.idleTimeout, budget: budget, logger: logger))
+                        let answers = SocketAnswers(channel: channel, budget: budget)
+                        try channel.pipeline.syncOperations.addHandler(SocketAnswersHandler(answers))
                         // Chunks of at most 64 KiB (the socket's read allocator); a few wait at most.
                         let connection = try Connection(
                             wrappingChannelSynchronously: channel,
                             configuration: .init(backPressureStrategy: .init(lowWatermark: 2, highWatermark: 4), isOutboundHalfClosureEnabled: true))
                         unserved.connections.withLock { $0[ObjectIdentifier(channel)] = connection }
-                        return Accepted(connection: connection, budget: budget)
+                        return Accepted(connection: connection, budget: budget, answers: answers)
                     }
                 }
         } catch {
@@ -167,7 +170,7 @@ public struct UnixSocketSource: Service {
                         continue
                     }
                     group.addTask {
-                        await serve(connection, budget: accepted.budget, id: id)
+                        await serve(connection, budget: accepted.budget, answers: accepted.answers, id: id)
                         slots.give()
                     }
                 }
@@ -186,11 +189,11 @@ public struct UnixSocketSource: Service {
     }
 
     /// Serves one client until it closes, its connection fails, or a shutdown's grace is over.
-    func serve(_ connection: Connection, budget: ConnectionBudget, id: Int64) async {
+    func serve(_ connection: Connection, budget: ConnectionBudget, answers: SocketAnswers, id: Int64) async {
         let grace = limits.shutdownGrace
         await withTaskGroup(of: Bool.self) { group in
             group.addTask {
-                await exchange(connection, budget: budget, id: id)
+                await exchange(connection, budget: budget, answers: answers, id: id)
                 return true
             }
             group.addTask { await Self.shutdownDeadline(grace) }
@@ -223,68 +226,58 @@ public struct UnixSocketSource: Service {
         return false
     }
 
-    /// Reads one client's lines into the queue and writes their answers, in order.
-    func exchange(_ connection: Connection, budget: ConnectionBudget, id: Int64) async {
+    /// Reads one client's lines into the queue; their answers are written in order as they
+    /// complete (``SocketAnswers``).
+    func exchange(_ connection: Connection, budget: ConnectionBudget, answers: SocketAnswers, id: Int64) async {
         let logger = self.logger
         let queue = self.queue
         var assembler = LineAssembler(maxLength: maxLineBytes)
         do {
-            try await connection.executeThenClose { inbound, outbound in
-                let (answers, continuation) = AsyncStream<(ack: IngestAck, cost: Int)>.makeStream()
-                try await withThrowingTaskGroup(of: Void.self) { group in
-                    group.addTask {
-                        for await (ack, cost) in answers {
-                            let result = await ack.result()
-                            budget.release(cost)
-                            try await outbound.write(ByteBuffer(bytes: result.line))
-                        }
+            try await connection.executeThenClose { inbound, _ in
+                var number: Int64 = 0
+                /// Hands one line to the queue once the connection's budget has room for it.
+                func pass(_ frame: SocketFrame) async -> Bool {
+                    let line: [UInt8]
+                    var overflow: Int?
+                    switch frame {
+                    case .line(let buffer):
+                        line = Array(buffer.readableBytesView)
+                    case .tooLong(let prefix, let length):
+                        line = Array(prefix.readableBytesView)
+                        overflow = length
                     }
-                    var number: Int64 = 0
-                    /// Hands one line to the queue once the connection's budget has room for it.
-                    func pass(_ frame: SocketFrame) async -> Bool {
-                        let line: [UInt8]
-                        var overflow: Int?
-                        switch frame {
-                        case .line(let buffer):
-                            line = Array(buffer.readableBytesView)
-                        case .tooLong(let prefix, let length):
-                            line = Array(prefix.readableBytesView)
-                            overflow = length
-                        }
-                        let cost = line.count + SocketLimits.lineOverhead
-                        guard await budget.acquire(cost) else { return false }
-                        number += 1
-                        let ack = IngestAck()
-                        continuation.yield((ack, cost))
-                        if await !queue.send(IngestLine(bytes: line, source: Self.name, position: number, overflow: overflow, ack: ack)) {
-                            ack.complete(.rejected(seq: nil, reason: "the service is shutting down; send this line again later"))
-                            return false
-                        }
-                        return true
+                    let cost = line.count + SocketLimits.lineOverhead
+                    guard await budget.acquire(cost) else { return false }
+                    number += 1
+                    let ack = IngestAck()
+                    guard answers.append(ack, cost: cost) else { return false }
+                    if await !queue.send(IngestLine(bytes: line, source: Self.name, position: number, overflow: overflow, ack: ack)) {
+                        ack.complete(.rejected(seq: nil, reason: "the service is shutting down; send this line again later"))
+                        return false
                     }
-                    do {
-                        var going = true
-                        reading: for try await chunk in inbound.cancelOnGracefulShutdown() {
-                            assembler.append(chunk)
-                            while let frame = assembler.next() {
-                                guard await pass(frame) else {
-                                    going = false
-                                    break reading
-                                }
+                    return true
+                }
+                do {
+                    var going = true
+                    reading: for try await chunk in inbound.cancelOnGracefulShutdown() {
+                        assembler.append(chunk)
+                        while let frame = assembler.next() {
+                            guard await pass(frame) else {
+                                going = false
+                                break reading
                             }
                         }
-                        // The client closed after a last line without its newline: a line all the
-                        // same. (A shutdown, not the client, may have ended the reading: then an
-                        // unfinished line is not one.)
-                        if going && !Task.isShuttingDownGracefully && !Task.isCancelled, let frame = assembler.finish() {
-                            _ = await pass(frame)
-                        }
-                    } catch {
-                        logger.debug("a socket client's connection failed", metadata: ["connection": "\(id)", "error": "\(error)"])
                     }
-                    continuation.finish()
-                    try await group.waitForAll()
+                    // The client closed after a last line without its newline: a line all the
+                    // same. (A shutdown, not the client, may have ended the reading: then an
+                    // unfinished line is not one.)
+                    if going && !Task.isShuttingDownGracefully && !Task.isCancelled, let frame = assembler.finish() {
+                        _ = await pass(frame)
+                    }
+                } catch {
+                    logger.debug("a socket client's connection failed", metadata: ["connection": "\(id)", "error": "\(error)"])
                 }
+                await answers.finish()
             }
         } catch {
             logger.debug("a socket client's connection ended with an error", metadata: ["connection": "\(id)", "error": "\(error)"])

@@ -252,10 +252,13 @@ struct SocketLimitsTests {
     func stuckClient() async throws {
         let grace = Duration.seconds(1)
         let answeredBeforeClose = Mutex(0)
+        // Connected through the shutdown: a client gone is not stuck (its connection ends at once).
+        let kept = Mutex<SocketClient?>(nil)
         let took = try await withSource(SocketLimits(shutdownGrace: grace)) { path, queue in
             let stuck = try SocketClient(path: path)
+            kept.withLock { $0 = stuck }
             // 200,000 short lines, their answers never read: the answers fill the socket, the
-            // writer waits, the connection's budget fills, and the source stops reading it.
+            // rest wait unwritten with their budget, and the source stops reading it.
             let stream = lines(200_000, size: 24)
             let sent = try await push(stuck, stream, from: 0, seconds: 20)
             #expect(sent < stream.count, "the stuck client sent everything: make the flood larger")
@@ -269,5 +272,30 @@ struct SocketLimitsTests {
         #expect(answeredBeforeClose.withLock { $0 } == 50)
         #expect(took < grace + .seconds(10), "the graceful shutdown took \(took) with a client not reading (grace \(grace))")
         #expect(took >= grace - .milliseconds(100), "the stuck connection was closed before its grace: \(took)")
+        kept.withLock { $0 = nil }
+    }
+
+    @Test("a client that goes away with its answers stuck frees its connection at once, not at the next shutdown")
+    func stuckClientGone() async throws {
+        _ = try await withSource(SocketLimits(maxConnections: 1)) { path, _ in
+            do {
+                let stuck = try SocketClient(path: path)
+                // Answers never read: the connection's budget fills and its reading stops.
+                let stream = lines(200_000, size: 24)
+                let sent = try await push(stuck, stream, from: 0, seconds: 20)
+                #expect(sent < stream.count, "the stuck client sent everything: make the flood larger")
+                withExtendedLifetime(stuck) {}
+            }
+            // Its client gone, its slot is free: the next client is served, not refused.
+            var answers: [String] = []
+            for _ in 0..<100 {
+                let next = try SocketClient(path: path)
+                next.send("{\"seq\":1}\n")
+                answers = try await onThread { next.answers(1, timeout: 5) }
+                if answers.first.map({ !$0.contains("too many connections") }) ?? false { break }
+                try await Task.sleep(for: .milliseconds(50))
+            }
+            #expect(answers.count == 1 && !answers[0].contains("too many connections"), "\(answers)")
+        }
     }
 }

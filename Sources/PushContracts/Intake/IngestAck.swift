@@ -38,10 +38,16 @@ public enum AckResult: Sendable, Equatable {
     }
 }
 
-/// A one-shot answer: the pipeline completes it, the connection waits for it.
+/// A one-shot answer: the pipeline completes it, the connection waits for it (``result()``) or
+/// is called back (``whenComplete(_:)``).
 public final class IngestAck: Sendable {
+    private enum Waiter {
+        case task(CheckedContinuation<AckResult, Never>)
+        case callback(@Sendable (AckResult) -> Void)
+    }
+
     private enum State {
-        case pending([CheckedContinuation<AckResult, Never>])
+        case pending([Waiter])
         case done(AckResult)
     }
 
@@ -51,12 +57,41 @@ public final class IngestAck: Sendable {
 
     /// Completes the answer (once; later calls are ignored).
     public func complete(_ result: AckResult) {
-        let waiters = state.withLock { state -> [CheckedContinuation<AckResult, Never>] in
+        let waiters = state.withLock { state -> [Waiter] in
             guard case .pending(let waiters) = state else { return [] }
             state = .done(result)
             return waiters
         }
-        for waiter in waiters { waiter.resume(returning: result) }
+        for waiter in waiters {
+            switch waiter {
+            case .task(let continuation): continuation.resume(returning: result)
+            case .callback(let callback): callback(result)
+            }
+        }
+    }
+
+    /// The answer, if it is known already.
+    public var completed: AckResult? {
+        state.withLock { state in
+            if case .done(let result) = state { return result }
+            return nil
+        }
+    }
+
+    /// Calls `callback` with the answer once it is known, on the thread that completes it (at
+    /// once when it is known already): no task waits for it.
+    public func whenComplete(_ callback: @escaping @Sendable (AckResult) -> Void) {
+        let done = state.withLock { state -> AckResult? in
+            switch state {
+            case .done(let result):
+                return result
+            case .pending(var waiters):
+                waiters.append(.callback(callback))
+                state = .pending(waiters)
+                return nil
+            }
+        }
+        if let done { callback(done) }
     }
 
     /// The answer, once completed; when the waiting task is cancelled first (a hard stop), a
@@ -70,7 +105,7 @@ public final class IngestAck: Sendable {
                         return result
                     case .pending(var waiters):
                         if Task.isCancelled { return Self.stopped }
-                        waiters.append(continuation)
+                        waiters.append(.task(continuation))
                         state = .pending(waiters)
                         return nil
                     }
