@@ -287,9 +287,13 @@ public struct QueueFileReader {
     /// `open` would otherwise give the file another's identity (and it would be read again
     /// from its start once that one was seen rotated). With `expecting`, a file of another
     /// identity is closed again, and the answer is `false`.
+    ///
+    /// Opened without blocking: a FIFO put at the path after its `stat` would otherwise hold
+    /// the reader (and the thread it runs on) in `open` until someone wrote to it. (A regular
+    /// file's reads ignore the flag.)
     @discardableResult
-    private mutating func open(_ file: String, expecting: String?, at start: Int64, fingerprint: String?) -> Bool {
-        let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC)
+    mutating func open(_ file: String, expecting: String?, at start: Int64, fingerprint: String?) -> Bool {
+        let fd = Glibc.open(file, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
         guard fd >= 0 else {
             setProblem("cannot open it: \(String(cString: strerror(errno)))")
             return false

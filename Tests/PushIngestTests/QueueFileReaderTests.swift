@@ -1,6 +1,7 @@
 import Foundation
 import PushCore
 @testable import PushIngest
+import Synchronization
 import Testing
 import PushTestSupport
 
@@ -170,6 +171,34 @@ struct QueueFileReaderTests {
         #expect(texts(lines) == ["short", String(repeating: "z", count: 16), "after"])
         #expect(lines[1].overflow == 40 && lines[1].position == 6 && lines[1].end == 47)
         #expect(lines[2].position == 47)
+    }
+
+    @Test("a FIFO at the path when it is opened (put there after the reader's look at it) is refused, not waited on")
+    func fifoAtOpen() async throws {
+        #expect(mkfifo(path, 0o600) == 0)
+        let path = self.path
+        let finished = Atomic<Bool>(false)
+        let answer = Task.detached { () -> (Bool, String?) in
+            var reader = QueueFileReader(path: path)
+            let opened = reader.open(path, expecting: nil, at: 0, fingerprint: nil)
+            finished.store(true, ordering: .releasing)
+            return (opened, reader.problem)
+        }
+        // A blocking open waits for a writer: give it one after 5 s, so that the test fails
+        // rather than hangs.
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline && !finished.load(ordering: .acquiring) {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let done = finished.load(ordering: .acquiring)
+        if !done {
+            let writer = Glibc.open(path, O_WRONLY | O_NONBLOCK)
+            if writer >= 0 { Glibc.close(writer) }
+        }
+        let (opened, problem) = await answer.value
+        #expect(done, "the reader waited in open() for a writer")
+        #expect(!opened)
+        #expect(problem == "it is not a regular file")
     }
 
     @Test("bytes split anywhere give the same lines")
