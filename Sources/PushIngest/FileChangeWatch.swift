@@ -22,6 +22,8 @@ final class FileChangeWatch: Sendable {
     let state = Mutex(Waiting())
     let stopped = Atomic<Bool>(false)
     let pool: NIOThreadPool
+    /// The inotify instance (closed by the thread when it ends).
+    let descriptor: Int32
 
     /// `nil` when the system has no inotify or refuses it (the caller polls).
     init?(path: String, fallback: Duration) {
@@ -37,10 +39,12 @@ final class FileChangeWatch: Sendable {
         let fileEvents = UInt32(IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_MOVE_SELF | IN_DELETE_SELF)
         // The file may not be there yet: watched once it appears. One that is there and cannot
         // be watched (a watch limit reached, no permission) is polled.
-        guard inotify_add_watch(descriptor, path, fileEvents) >= 0 || errno == ENOENT else {
+        let first = inotify_add_watch(descriptor, path, fileEvents)
+        guard first >= 0 || errno == ENOENT else {
             close(descriptor)
             return nil
         }
+        self.descriptor = descriptor
         pool = NIOThreadPool(numberOfThreads: 1)
         pool.start()
         let fallbackMilliseconds = max(1, fallback.wholeMilliseconds)
@@ -52,6 +56,8 @@ final class FileChangeWatch: Sendable {
             // The file cannot be watched (a watch limit reached, no permission): a signal every
             // `pollMilliseconds`, as the poll the watch replaces.
             var polling = false
+            // The watch of the file the path names (-1: none yet).
+            var fileWatch = first
             while !stopped.load(ordering: .relaxed) {
                 let pace = polling ? min(wait, Self.pollMilliseconds) : wait
                 var polled = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
@@ -70,7 +76,15 @@ final class FileChangeWatch: Sendable {
                 // A new file at the path (rotated, or appeared) is watched from now on, and a new
                 // folder at the folder's path; the same ones' watches are kept as they are.
                 _ = inotify_add_watch(descriptor, folder, UInt32(IN_CREATE | IN_MOVED_TO))
-                polling = inotify_add_watch(descriptor, path, fileEvents) < 0 && errno != ENOENT
+                let watched = inotify_add_watch(descriptor, path, fileEvents)
+                polling = watched < 0 && errno != ENOENT
+                // The file the path named before (rotated away) is watched no more: kept rotated
+                // files would each hold a watch (a limited resource) until deleted. Its reader
+                // finishes it by looking at it on a timer (`QueueFileSource`'s rotation poll).
+                if watched >= 0 && watched != fileWatch {
+                    if fileWatch >= 0 { _ = inotify_rm_watch(descriptor, fileWatch) }
+                    fileWatch = watched
+                }
                 signal()
             }
             close(descriptor)

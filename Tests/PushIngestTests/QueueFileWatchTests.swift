@@ -72,4 +72,35 @@ struct QueueFileWatchTests {
         _ = await task.result
         #endif
     }
+
+    /// The watches of an inotify instance (`/proc/self/fdinfo`: one `inotify wd:` line each).
+    static func watches(_ descriptor: Int32) -> Int {
+        let info = (try? String(contentsOfFile: "/proc/self/fdinfo/\(descriptor)", encoding: .utf8)) ?? ""
+        return info.split(separator: "\n").filter { $0.hasPrefix("inotify wd:") }.count
+    }
+
+    @Test("rotated files that are kept are not watched any more: the folder and the current file, whatever the rotations")
+    func rotatedFilesUnwatched() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("watch-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("changes.ndjson").path
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        let watch = try #require(FileChangeWatch(path: path, fallback: .seconds(3_600)))
+        defer { watch.stop() }
+        #expect(Self.watches(watch.descriptor) == 2)
+        // 30 rotations, each old file kept beside the new one.
+        for rotation in 1...30 {
+            try FileManager.default.moveItem(atPath: path, toPath: path + ".\(rotation)")
+            #expect(FileManager.default.createFile(atPath: path, contents: nil))
+            try append("{\"seq\":\(rotation)}\n", to: path)
+            await watch.next()
+        }
+        var count = Self.watches(watch.descriptor)
+        for _ in 0..<250 where count != 2 {
+            try await Task.sleep(for: .milliseconds(20))
+            count = Self.watches(watch.descriptor)
+        }
+        #expect(count == 2, "\(count) watches after 30 rotations")
+    }
 }
