@@ -22,7 +22,8 @@ final class FileChangeWatch: Sendable {
     let state = Mutex(Waiting())
     let stopped = Atomic<Bool>(false)
     let pool: NIOThreadPool
-    /// The inotify instance (closed by the thread when it ends).
+    /// The inotify instance (tests count its watches). Closed by the thread when it ends, after
+    /// ``stop()``: not to be used then.
     let descriptor: Int32
 
     /// `nil` when the system has no inotify or refuses it (the caller polls).

@@ -145,6 +145,9 @@ public struct QueueFileReader {
             let count = chunk.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
             if count < 0 {
                 if errno == EINTR { continue }
+                // Opened without blocking: a file that honours it (a mandatory lock, a special
+                // file system) has nothing for now.
+                if errno == EAGAIN || errno == EWOULDBLOCK { break }
                 throw IngestError.queueFile(path, "cannot read it", errno: errno)
             }
             if count == 0 { break }

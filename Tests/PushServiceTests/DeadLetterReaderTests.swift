@@ -37,4 +37,30 @@ struct DeadLetterReaderTests {
         #expect(try reader.page(DeadLetterFilter(app: "other"), cursor: nil, limit: 10).items.isEmpty)
         #expect(try DeadLetterReader(path: path + ".missing").page(DeadLetterFilter(), cursor: nil, limit: 10).items.isEmpty)
     }
+
+    @Test("a too-long line's whole text is read again from the queue file only when it is a regular file, a FIFO refused without waiting")
+    func wholeLineFromRegularFileOnly() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("pushdispatch-whole-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let queue = folder.appendingPathComponent("changes.ndjson").path
+        try Data("{\"seq\":1}\n{\"seq\":2,\"pad\":\"abcdef\"}\n".utf8).write(to: URL(fileURLWithPath: queue))
+        let whole = DeadLetterReader.wholeLine(queueFile: queue, position: 10, kept: Array("{\"seq\":2".utf8), limit: 100)
+        #expect(whole.map { String(decoding: $0, as: UTF8.self) } == "{\"seq\":2,\"pad\":\"abcdef\"}")
+        // A FIFO at the path: nil at once (a blocking open would wait for a writer; one is given
+        // after 5 s, so that the test fails rather than hangs).
+        let fifo = folder.appendingPathComponent("fifo.ndjson").path
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let answer = Task.detached { DeadLetterReader.wholeLine(queueFile: fifo, position: 0, kept: [], limit: 100) }
+        let started = ContinuousClock.now
+        let rescue = Task.detached {
+            try await Task.sleep(for: .seconds(5))
+            let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+            if writer >= 0 { close(writer) }
+        }
+        let read = await answer.value
+        rescue.cancel()
+        #expect(read == nil)
+        #expect(ContinuousClock.now - started < .seconds(4), "waited in open() for a writer")
+    }
 }

@@ -81,8 +81,18 @@ struct DeadLetterReader {
     /// A queue-file line refused as too long was kept only up to the limit then in force: the
     /// whole line, read again from the queue file at its position when the file still holds
     /// it there (it begins with what was kept); `nil` otherwise.
+    /// Only a regular file is read, opened without blocking: a FIFO at the path would hold the
+    /// thread in `open` and `read`.
     static func wholeLine(queueFile: String, position: Int64, kept: [UInt8], limit: Int) -> [UInt8]? {
-        guard position >= 0, let handle = FileHandle(forReadingAtPath: queueFile) else { return nil }
+        guard position >= 0 else { return nil }
+        let descriptor = open(queueFile, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else { return nil }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0, (status.st_mode & S_IFMT) == S_IFREG else {
+            close(descriptor)
+            return nil
+        }
+        let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
         defer { try? handle.close() }
         do {
             try handle.seek(toOffset: UInt64(position))
