@@ -71,9 +71,10 @@ struct DeliveryStoreContractTests {
                 store, now: now,
                 [orders, audit, mobile].enumerated().map { entry($1, handles[$0], .childEvent, payload: "\($1.tuple.destination ?? "mobile")@\(now)") })
         }
-        // The oldest of `orders` is claimed (in flight): kept.
+        // The oldest of `orders` is claimed (in flight): kept. (A lease of 10 minutes: on
+        // PostgreSQL it lasts `leaseUntil - now` of the database's clock.)
         let claimed = try await store.claim(
-            now: 100, limit: 1, claimant: "me", leaseUntil: 1_000, excluding: [SenderKey(app: "toto", kind: .webhook, destination: "audit"), SenderKey(app: "toto", kind: .fcm)])
+            now: 100, limit: 1, claimant: "me", leaseUntil: 600_000, excluding: [SenderKey(app: "toto", kind: .webhook, destination: "audit"), SenderKey(app: "toto", kind: .fcm)])
         #expect(claimed.map { String(decoding: $0.entry.payload, as: UTF8.self) } == ["orders@10"])
         let ordersKey = SenderKey(app: "toto", kind: .webhook, destination: "orders")
         #expect(try await store.discardWaiting(for: ordersKey, createdBefore: 30, now: 100) == 1)
@@ -309,7 +310,9 @@ struct DeliveryStoreContractTests {
         let v = makeSubscription(path: "/v", mode: .value)
         let hv = try await stored(store, v)
         try await queue(store, now: 10, [entry(v, hv, .value, payload: "1")])
-        _ = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 1_000, excluding: [])
+        // A lease of 10 minutes: on PostgreSQL a claim lasts `leaseUntil - now` of the database's
+        // clock, and a loaded machine can take a second to reopen.
+        _ = try await store.claim(now: 10, limit: 10, claimant: "x", leaseUntil: 600_000, excluding: [])
         let reopened = try await made.reopen()
         #expect(try await reopened.claim(now: 11, limit: 10, claimant: "y", leaseUntil: 1_000, excluding: []).isEmpty)
         #expect(try await reopened.releaseClaims(claimant: nil) == 1)
