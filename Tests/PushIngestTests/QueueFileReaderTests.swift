@@ -177,25 +177,24 @@ struct QueueFileReaderTests {
     func fifoAtOpen() async throws {
         #expect(mkfifo(path, 0o600) == 0)
         let path = self.path
-        let finished = Atomic<Bool>(false)
-        let answer = Task.detached { () -> (Bool, String?) in
-            var reader = QueueFileReader(path: path)
-            let opened = reader.open(path, expecting: nil, at: 0, fingerprint: nil)
-            finished.store(true, ordering: .releasing)
-            return (opened, reader.problem)
-        }
-        // A blocking open waits for a writer: give it one after 5 s, so that the test fails
-        // rather than hangs.
-        let deadline = ContinuousClock.now + .seconds(5)
-        while ContinuousClock.now < deadline && !finished.load(ordering: .acquiring) {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let done = finished.load(ordering: .acquiring)
-        if !done {
+        // On threads of their own (the tests' task pool may be busy for seconds): the call's own
+        // time is measured, and a blocking open, which would wait for a writer, is given one
+        // after 10 s so that the test fails rather than hangs.
+        let rescue = Thread {
+            Thread.sleep(forTimeInterval: 10)
             let writer = Glibc.open(path, O_WRONLY | O_NONBLOCK)
             if writer >= 0 { Glibc.close(writer) }
         }
-        let (opened, problem) = await answer.value
+        rescue.start()
+        let (opened, problem, took) = await withCheckedContinuation { (continuation: CheckedContinuation<(Bool, String?, Duration), Never>) in
+            Thread {
+                let started = ContinuousClock.now
+                var reader = QueueFileReader(path: path)
+                let opened = reader.open(path, expecting: nil, at: 0, fingerprint: nil)
+                continuation.resume(returning: (opened, reader.problem, ContinuousClock.now - started))
+            }.start()
+        }
+        let done = took < .seconds(8)
         #expect(done, "the reader waited in open() for a writer")
         #expect(!opened)
         #expect(problem == "it is not a regular file")
