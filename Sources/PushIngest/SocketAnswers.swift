@@ -145,9 +145,6 @@ final class SocketAnswers: Sendable {
         state.finishing = nil
         return finishing
     }
-
-    /// Lines not answered yet, or answered and not yet written (tests).
-    var waiting: Int { state.withLock { $0.lines.count } }
 }
 
 /// Resumes a connection's answers when its channel is writable again, and ends them when it
