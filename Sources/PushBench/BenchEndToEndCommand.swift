@@ -36,6 +36,7 @@ struct BenchEndToEnd: AsyncParsableCommand {
     @Option(help: "Extra configuration lines for the service's YAML (top level), e.g. 'delivery: {connectionsPerHost: 8}' (replaces the generated delivery block when it starts with 'delivery:').") var extra: String?
     @Option(help: "Subscriptions written into the store before the service starts (1,000,000: the start-up of a large deployment; its time to ready and memory are printed).") var storedSubscriptions: Int?
     @Flag(help: "Keep the service's folder (configuration, store, log, profile).") var keep = false
+    @Option(help: "Sends at once per application (delivery.concurrency.perApp; perProvider is raised to match when it is larger than 1,024). Default: the service's, 256.") var concurrency: Int?
 
     func run() async throws {
         guard records > 0, subscriptions > 0, records <= 100_000_000, subscriptions <= 1_000_000 else {
@@ -63,7 +64,9 @@ struct BenchEndToEnd: AsyncParsableCommand {
         }
         let secret = "e2e-secret-of-at-least-thirty-two-bytes"
         let port = try HTTP2TestServer.freePort()
-        var delivery = "delivery: {\(ingestOnly ? "enabled: false, " : "")\(fake.caFile.map { "caFile: \"\($0)\", " } ?? "")pacing: {fcm: \"off\"}}"
+        if let concurrency, !(1...65_536).contains(concurrency) { throw ValidationError("--concurrency 1 to 65,536") }
+        let sends = concurrency.map { "concurrency: {perApp: \($0), perProvider: \(max($0, 1_024))}, " } ?? ""
+        var delivery = "delivery: {\(ingestOnly ? "enabled: false, " : "")\(sends)\(fake.caFile.map { "caFile: \"\($0)\", " } ?? "")pacing: {fcm: \"off\"}}"
         var extraLines = extra ?? ""
         if extraLines.hasPrefix("delivery:") { (delivery, extraLines) = (extraLines, "") }
         let config = """
