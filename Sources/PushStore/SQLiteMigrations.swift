@@ -38,9 +38,6 @@ enum SQLiteMigrations {
         migrator.registerMigration("v11 each subscription's oldest notification marked: claims read those alone") { db in
             try db.execute(sql: v11)
         }
-        migrator.registerMigration("v12 delivery attempts indexed by subscription in groups") { db in
-            try db.execute(sql: v12)
-        }
         return migrator
     }
 
@@ -681,23 +678,5 @@ extension SQLiteMigrations {
             UPDATE notification SET head = 1
             WHERE id = (SELECT min(id) FROM notification WHERE subscription_handle = OLD.subscription_handle);
         END;
-        """
-
-    /// Version 12: the attempts are indexed by subscription in groups (issue 35). An attempt's
-    /// row is appended, but its entry in `delivery_attempt_by_subscription` goes at the end of
-    /// its subscription's run in the index: with many subscriptions, each attempt of a
-    /// settlement dirtied a leaf page of its own, written whole to the WAL and again at the
-    /// checkpoint (72 % of the WAL's frames while delivering to 1,000 subscriptions). Attempts
-    /// are now written unindexed (`indexed = 0`, found by `delivery_attempt_unindexed`, which
-    /// only grows at its end and holds their subscriptions, so that a read by subscription scans
-    /// it without reading the rows) and indexed together once they are
-    /// ``SQLiteStore/attemptIndexGroup`` (one leaf page written once for all of a
-    /// subscription's attempts in the group); the reads by subscription add the unindexed ones.
-    /// Rows already stored are indexed (the default), and the index is built again for them once.
-    static let v12 = """
-        ALTER TABLE delivery_attempt ADD COLUMN indexed INTEGER NOT NULL DEFAULT 1 CHECK (indexed = 0 OR indexed = 1);
-        DROP INDEX delivery_attempt_by_subscription;
-        CREATE INDEX delivery_attempt_by_subscription ON delivery_attempt (subscription, id) WHERE indexed = 1;
-        CREATE INDEX delivery_attempt_unindexed ON delivery_attempt (id, subscription) WHERE indexed = 0;
         """
 }

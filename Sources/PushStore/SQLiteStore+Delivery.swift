@@ -154,7 +154,7 @@ extension SQLiteStore: DeliveryStore {
 
     public func settle(_ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64) async throws -> SettleResult {
         guard !settlements.isEmpty || !attempts.isEmpty else { return SettleResult() }
-        return try await writeRelaxed { db in try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: now, indexGroup: self.attemptIndexGroup) }
+        return try await writeRelaxed { db in try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: now) }
     }
 
     /// The settlements, then the claim and its next due time, in one transaction.
@@ -165,7 +165,7 @@ extension SQLiteStore: DeliveryStore {
         try await writeRelaxed { db in
             let result =
                 settlements.isEmpty && attempts.isEmpty
-                ? SettleResult() : try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: settledAt, indexGroup: self.attemptIndexGroup)
+                ? SettleResult() : try Self.settle(db, settlements, attempts: attempts, claimant: claimant, now: settledAt)
             return (
                 result,
                 .success(
@@ -174,13 +174,13 @@ extension SQLiteStore: DeliveryStore {
         }
     }
 
-    static func settle(_ db: Database, _ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64, indexGroup: Int) throws
+    static func settle(_ db: Database, _ settlements: [Settlement], attempts: [DeliveryAttempt], claimant: String, now: Int64) throws
         -> SettleResult
     {
         var result = SettleResult()
         // With attempts, the history is on: they are written with their settlements.
         let keepsHistory = !attempts.isEmpty
-        if keepsHistory { try insertAttempts(db, attempts, indexGroup: indexGroup) }
+        if keepsHistory { try insertAttempts(db, attempts) }
         let schedule = try RawStatement(
             db,
             """
@@ -322,18 +322,14 @@ extension SQLiteStore: DeliveryStore {
         }
     }
 
-    /// Writes attempts into the history, unindexed by subscription; once the unindexed span
-    /// reaches `indexGroup` rows, indexes it all (schema v12: each leaf page of the index by
-    /// subscription is then written once for all of its subscription's attempts in the group,
-    /// not once per settlement).
-    static func insertAttempts(_ db: Database, _ attempts: [DeliveryAttempt], indexGroup: Int) throws {
-        guard !attempts.isEmpty else { return }
+    /// Writes attempts into the history.
+    static func insertAttempts(_ db: Database, _ attempts: [DeliveryAttempt]) throws {
         let insert = try RawStatement(
             db,
             """
             INSERT INTO delivery_attempt (notification, subscription, app, seq, provider, destination, attempt, at, status, reason, latency_ms,
-                                          outcome, next_at, indexed)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 0)
+                                          outcome, next_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
         for attempt in attempts {
             _ = try insert.run { binder in
@@ -352,15 +348,6 @@ extension SQLiteStore: DeliveryStore {
                 try binder.bind(attempt.nextAt)
             }
         }
-        // Ids only grow (AUTOINCREMENT) and only this writes unindexed rows, so the unindexed
-        // span runs from its oldest row to the row just written.
-        let newest = db.lastInsertedRowID
-        guard
-            let oldest = try Int64.fetchOne(
-                db.cachedStatement(sql: "SELECT id FROM delivery_attempt INDEXED BY delivery_attempt_unindexed WHERE indexed = 0 ORDER BY id LIMIT 1")),
-            newest.saturatingSubtracting(oldest) >= Int64(max(1, indexGroup) - 1)
-        else { return }
-        try db.cachedStatement(sql: "UPDATE delivery_attempt INDEXED BY delivery_attempt_unindexed SET indexed = 1 WHERE id >= ? AND indexed = 0").execute(arguments: [oldest])
     }
 
     /// Writes skips into the history.

@@ -20,54 +20,15 @@ extension SQLiteStore: HistoryStore {
     public func attempts(app: String, subscription: String, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeliveryAttempt> {
         let limit = max(1, limit)
         return try await read { db in
-            let rows = try Self.attemptRows(db, subscription: subscription, app: app, before: cursor ?? Int64.max, limit: limit + 1)
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(Self.attemptColumns) FROM delivery_attempt
+                    WHERE subscription = ? AND app = ? AND id < ? ORDER BY id DESC LIMIT ?
+                    """, arguments: [subscription, app, cursor ?? Int64.max, limit + 1])
             let items = try rows.prefix(limit).map(Self.attempt)
             return HistoryPage(items: items, nextCursor: rows.count > limit ? rows[limit - 1]["id"] : nil)
         }
-    }
-
-    /// A subscription's attempts (of `app`, when given) older than `before`, newest first, at
-    /// most `limit`: those indexed by subscription, from the index, and those not indexed yet
-    /// (schema v12, at most ``attemptIndexGroup``), from the unindexed span.
-    static func attemptRows(_ db: Database, subscription: String, app: String?, before: Int64, limit: Int) throws -> [Row] {
-        var arguments: StatementArguments = [subscription]
-        if let app { _ = arguments.append(contentsOf: [app]) }
-        _ = arguments.append(contentsOf: [before, limit])
-        var rows: [Row] = []
-        for indexed in [false, true] {
-            rows += try Row.fetchAll(db.cachedStatement(sql: attemptRowsSQL(indexed: indexed, app: app != nil)), arguments: arguments)
-        }
-        rows.sort { ($0["id"] as Int64) > ($1["id"] as Int64) }
-        return Array(rows.prefix(limit))
-    }
-
-    /// One part of ``attemptRows(_:subscription:app:before:limit:)``: arguments subscription,
-    /// app (when `app`), before, limit. Each part reads its own index, named: with statistics
-    /// (`ANALYZE`), SQLite would take the unindexed part by the primary key from the newest row
-    /// down, through the whole table when the subscription has fewer unindexed attempts than
-    /// asked for.
-    static func attemptRowsSQL(indexed: Bool, app: Bool) -> String {
-        """
-        SELECT \(Self.attemptColumns) FROM delivery_attempt INDEXED BY \(indexed ? "delivery_attempt_by_subscription" : "delivery_attempt_unindexed")
-        WHERE indexed = \(indexed ? 1 : 0) AND subscription = ? \(app ? "AND app = ?" : "") AND id < ? ORDER BY id DESC LIMIT ?
-        """
-    }
-
-    /// The newest attempt of each subscription among those not indexed yet (schema v12): one
-    /// scan of them for a page of subscriptions, where a read per subscription would scan them
-    /// once each.
-    static func newestUnindexedAttempts(_ db: Database) throws -> [String: Int64] {
-        var newest: [String: Int64] = [:]
-        for row in try Row.fetchAll(
-            db.cachedStatement(
-                sql: """
-                    SELECT subscription, max(id) FROM delivery_attempt INDEXED BY delivery_attempt_unindexed
-                    WHERE indexed = 0 GROUP BY subscription
-                    """))
-        {
-            newest[row[0]] = row[1]
-        }
-        return newest
     }
 
     public func fate(app: String, seq: Int64) async throws -> RecordFate {
@@ -138,17 +99,12 @@ extension SQLiteStore: HistoryStore {
             let rows = try Row.fetchAll(
                 db, sql: "SELECT \(Self.subscriptionColumns) FROM subscription WHERE \(conditions.joined(separator: " AND ")) ORDER BY handle LIMIT ?", arguments: arguments)
             var found: [SubscriptionFound] = []
-            let unindexed = rows.isEmpty ? [:] : try Self.newestUnindexedAttempts(db)
             for row in rows.prefix(limit) {
                 let subscription = try Self.subscription(row)
-                // The newest under the subscription's id, whichever application wrote it: the
-                // indexed part's, or a newer one not indexed yet.
-                var newest = try Row.fetchOne(
-                    db.cachedStatement(sql: Self.attemptRowsSQL(indexed: true, app: false)), arguments: [subscription.id, Int64.max, 1])
-                if let id = unindexed[subscription.id], id > (newest?["id"] as Int64?) ?? Int64.min {
-                    newest = try Row.fetchOne(db.cachedStatement(sql: "SELECT \(Self.attemptColumns) FROM delivery_attempt WHERE id = ?"), arguments: [id])
-                }
-                let last = try newest.map(Self.attempt)
+                let last = try Row.fetchOne(
+                    db.cachedStatement(sql: "SELECT \(Self.attemptColumns) FROM delivery_attempt WHERE subscription = ? ORDER BY id DESC LIMIT 1"),
+                    arguments: [subscription.id]
+                ).map(Self.attempt)
                 found.append(SubscriptionFound(subscription: subscription, lastAttempt: last))
             }
             return HistoryPage(items: found, nextCursor: rows.count > limit ? rows[limit - 1]["handle"] : nil)
@@ -227,7 +183,7 @@ extension SQLiteStore: HistoryStore {
                     db,
                     sql: """
                         SELECT sum(pgsize) FROM dbstat
-                        WHERE name IN ('delivery_attempt', 'delivery_attempt_by_subscription', 'delivery_attempt_by_record', 'delivery_attempt_unindexed')
+                        WHERE name IN ('delivery_attempt', 'delivery_attempt_by_subscription', 'delivery_attempt_by_record')
                         """)
             else { return nil }
             return (attempts, bytes)

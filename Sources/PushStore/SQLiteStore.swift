@@ -20,11 +20,6 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     /// (``writeRelaxed(_:)``) until it has set `FULL` back; a durable write that finds it set
     /// sets `FULL` itself first, or fails.
     let relaxed = Mutex(false)
-    /// Delivery attempts indexed by subscription together (schema v12): the settlement that
-    /// brings the unindexed ones to this many indexes them all, so fewer wait for the reads by
-    /// subscription to scan.
-    let attemptIndexGroup: Int
-    public static let defaultAttemptIndexGroup = 4_096
 
     /// Saves are committed in groups: while one group's transaction runs, the saves that arrive
     /// wait, and go together in the next one (one `fdatasync` for all of them). Each save runs
@@ -45,7 +40,6 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     /// migrated or written.
     public init(readingOnly path: String) throws {
         self.path = path
-        attemptIndexGroup = Self.defaultAttemptIndexGroup
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
@@ -59,14 +53,8 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     /// Opens (creating if needed, readable by its owner only) the database at `path` and
     /// brings its schema up to date. A database the group or others may read is refused
     /// (``SQLiteFiles/prepare(_:)``).
-    public convenience init(path: String) throws {
-        try self.init(path: path, attemptIndexGroup: Self.defaultAttemptIndexGroup)
-    }
-
-    /// ``init(path:)`` with another group of attempts indexed together (tests: groups of a few).
-    init(path: String, attemptIndexGroup: Int) throws {
+    public init(path: String) throws {
         self.path = path
-        self.attemptIndexGroup = max(1, attemptIndexGroup)
         try SQLiteFiles.prepare(path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)
