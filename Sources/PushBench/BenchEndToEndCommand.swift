@@ -42,6 +42,7 @@ struct BenchEndToEnd: AsyncParsableCommand {
         guard records > 0, subscriptions > 0, records <= 100_000_000, subscriptions <= 1_000_000 else {
             throw ValidationError("--records 1 to 100,000,000, --subscriptions 1 to 1,000,000")
         }
+        if let concurrency, !(1...65_536).contains(concurrency) { throw ValidationError("--concurrency 1 to 65,536") }
         let executable = bin ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("pushdispatch").path
         guard FileManager.default.isExecutableFile(atPath: executable) else { throw ValidationError("\(executable) is not an executable: build it, or give --bin") }
         let fake = try PeerFake.start(tls: tls, folder: peer)
@@ -64,7 +65,6 @@ struct BenchEndToEnd: AsyncParsableCommand {
         }
         let secret = "e2e-secret-of-at-least-thirty-two-bytes"
         let port = try HTTP2TestServer.freePort()
-        if let concurrency, !(1...65_536).contains(concurrency) { throw ValidationError("--concurrency 1 to 65,536") }
         let sends = concurrency.map { "concurrency: {perApp: \($0), perProvider: \(max($0, 1_024))}, " } ?? ""
         var delivery = "delivery: {\(ingestOnly ? "enabled: false, " : "")\(sends)\(fake.caFile.map { "caFile: \"\($0)\", " } ?? "")pacing: {fcm: \"off\"}}"
         var extraLines = extra ?? ""

@@ -177,22 +177,10 @@ struct QueueFileReaderTests {
     func fifoAtOpen() async throws {
         #expect(mkfifo(path, 0o600) == 0)
         let path = self.path
-        // On threads of their own (the tests' task pool may be busy for seconds): the call's own
-        // time is measured, and a blocking open, which would wait for a writer, is given one
-        // after 10 s so that the test fails rather than hangs.
-        let rescue = Thread {
-            Thread.sleep(forTimeInterval: 10)
-            let writer = Glibc.open(path, O_WRONLY | O_NONBLOCK)
-            if writer >= 0 { Glibc.close(writer) }
-        }
-        rescue.start()
-        let (opened, problem, took) = await withCheckedContinuation { (continuation: CheckedContinuation<(Bool, String?, Duration), Never>) in
-            Thread {
-                let started = ContinuousClock.now
-                var reader = QueueFileReader(path: path)
-                let opened = reader.open(path, expecting: nil, at: 0, fingerprint: nil)
-                continuation.resume(returning: (opened, reader.problem, ContinuousClock.now - started))
-            }.start()
+        let ((opened, problem), took) = await FIFOCall.timed(fifo: path) { () -> (Bool, String?) in
+            var reader = QueueFileReader(path: path)
+            let opened = reader.open(path, expecting: nil, at: 0, fingerprint: nil)
+            return (opened, reader.problem)
         }
         let done = took < .seconds(8)
         #expect(done, "the reader waited in open() for a writer")

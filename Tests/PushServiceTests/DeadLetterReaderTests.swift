@@ -1,6 +1,7 @@
 import Foundation
 import PushContracts
 @testable import PushService
+import PushTestSupport
 import Testing
 
 @Suite("Dead letters read for the operations API")
@@ -47,24 +48,10 @@ struct DeadLetterReaderTests {
         try Data("{\"seq\":1}\n{\"seq\":2,\"pad\":\"abcdef\"}\n".utf8).write(to: URL(fileURLWithPath: queue))
         let whole = DeadLetterReader.wholeLine(queueFile: queue, position: 10, kept: Array("{\"seq\":2".utf8), limit: 100)
         #expect(whole.map { String(decoding: $0, as: UTF8.self) } == "{\"seq\":2,\"pad\":\"abcdef\"}")
-        // A FIFO at the path: nil at once. On threads of their own (the tests' task pool may be
-        // busy for seconds): the call's own time is measured, and a blocking open, which would
-        // wait for a writer, is given one after 10 s so that the test fails rather than hangs.
+        // A FIFO at the path: nil at once.
         let fifo = folder.appendingPathComponent("fifo.ndjson").path
         #expect(mkfifo(fifo, 0o600) == 0)
-        let rescue = Thread {
-            Thread.sleep(forTimeInterval: 10)
-            let writer = open(fifo, O_WRONLY | O_NONBLOCK)
-            if writer >= 0 { close(writer) }
-        }
-        rescue.start()
-        let (read, took) = await withCheckedContinuation { (continuation: CheckedContinuation<([UInt8]?, Duration), Never>) in
-            Thread {
-                let started = ContinuousClock.now
-                let read = DeadLetterReader.wholeLine(queueFile: fifo, position: 0, kept: [], limit: 100)
-                continuation.resume(returning: (read, ContinuousClock.now - started))
-            }.start()
-        }
+        let (read, took) = await FIFOCall.timed(fifo: fifo) { DeadLetterReader.wholeLine(queueFile: fifo, position: 0, kept: [], limit: 100) }
         #expect(read == nil)
         #expect(took < .seconds(8), "waited \(took) in open() for a writer")
     }
