@@ -17,18 +17,68 @@ extension SQLiteStore: HistoryStore {
             reason: row["reason"], latencyMs: row["latency_ms"], outcome: outcome, nextAt: row["next_at"])
     }
 
+    /// An attempt's era (SQLite v12): its id divided by 2,048, the first column of the index by
+    /// subscription, spelled here exactly as the index spells it so that SQLite uses it.
+    static let attemptEraShift: Int64 = 11
+    static let attemptEra = "id >> 11"
+
+    /// The eras that hold attempts with an id below `below` (all when `nil`), newest first;
+    /// `nil` when there are none.
+    static func attemptEras(_ db: Database, below: Int64?) throws -> StrideThrough<Int64>? {
+        guard let newest = try Int64.fetchOne(db, sql: "SELECT max(id) FROM delivery_attempt"),
+            let oldest = try Int64.fetchOne(db, sql: "SELECT min(id) FROM delivery_attempt")
+        else { return nil }
+        let top = min(newest, (below ?? Int64.max).saturatingSubtracting(1))
+        guard top >= oldest else { return nil }
+        return stride(from: top >> attemptEraShift, through: oldest >> attemptEraShift, by: -1)
+    }
+
     public func attempts(app: String, subscription: String, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeliveryAttempt> {
         let limit = max(1, limit)
         return try await read { db in
-            let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(Self.attemptColumns) FROM delivery_attempt
-                    WHERE subscription = ? AND app = ? AND id < ? ORDER BY id DESC LIMIT ?
-                    """, arguments: [subscription, app, cursor ?? Int64.max, limit + 1])
+            var rows: [Row] = []
+            if let eras = try Self.attemptEras(db, below: cursor) {
+                let statement = try db.cachedStatement(
+                    sql: """
+                        SELECT \(Self.attemptColumns) FROM delivery_attempt
+                        WHERE \(Self.attemptEra) = ? AND subscription = ? AND app = ? AND id < ? ORDER BY id DESC LIMIT ?
+                        """)
+                for era in eras {
+                    rows += try Row.fetchAll(statement, arguments: [era, subscription, app, cursor ?? Int64.max, limit + 1 - rows.count])
+                    if rows.count > limit { break }
+                }
+            }
             let items = try rows.prefix(limit).map(Self.attempt)
             return HistoryPage(items: items, nextCursor: rows.count > limit ? rows[limit - 1]["id"] : nil)
         }
+    }
+
+    /// The newest attempt under each of `subscriptions` (whichever application wrote it), found
+    /// era by era, newest first, until each has one or the eras run out.
+    static func lastAttempts(_ db: Database, subscriptions: [String]) throws -> [String: DeliveryAttempt] {
+        var found: [String: DeliveryAttempt] = [:]
+        var pending = Array(Set(subscriptions)).sorted()
+        guard !pending.isEmpty, let eras = try attemptEras(db, below: nil) else { return found }
+        for era in eras {
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT \(attemptColumns) FROM delivery_attempt
+                    WHERE id IN (SELECT max(id) FROM delivery_attempt
+                                 WHERE \(attemptEra) = ? AND subscription IN (\(Array(repeating: "?", count: pending.count).joined(separator: ", ")))
+                                 GROUP BY subscription)
+                    """,
+                arguments: StatementArguments([era] + pending as [any DatabaseValueConvertible]))
+            for row in rows {
+                let attempt = try attempt(row)
+                found[attempt.subscription] = attempt
+            }
+            if !rows.isEmpty {
+                pending.removeAll { found[$0] != nil }
+                if pending.isEmpty { break }
+            }
+        }
+        return found
     }
 
     public func fate(app: String, seq: Int64) async throws -> RecordFate {
@@ -98,15 +148,9 @@ extension SQLiteStore: HistoryStore {
             _ = arguments.append(contentsOf: [limit + 1])
             let rows = try Row.fetchAll(
                 db, sql: "SELECT \(Self.subscriptionColumns) FROM subscription WHERE \(conditions.joined(separator: " AND ")) ORDER BY handle LIMIT ?", arguments: arguments)
-            var found: [SubscriptionFound] = []
-            for row in rows.prefix(limit) {
-                let subscription = try Self.subscription(row)
-                let last = try Row.fetchOne(
-                    db.cachedStatement(sql: "SELECT \(Self.attemptColumns) FROM delivery_attempt WHERE subscription = ? ORDER BY id DESC LIMIT 1"),
-                    arguments: [subscription.id]
-                ).map(Self.attempt)
-                found.append(SubscriptionFound(subscription: subscription, lastAttempt: last))
-            }
+            let subscriptions = try rows.prefix(limit).map(Self.subscription)
+            let last = try Self.lastAttempts(db, subscriptions: subscriptions.map(\.id))
+            let found = subscriptions.map { SubscriptionFound(subscription: $0, lastAttempt: last[$0.id]) }
             return HistoryPage(items: found, nextCursor: rows.count > limit ? rows[limit - 1]["handle"] : nil)
         }
     }
@@ -183,7 +227,7 @@ extension SQLiteStore: HistoryStore {
                     db,
                     sql: """
                         SELECT sum(pgsize) FROM dbstat
-                        WHERE name IN ('delivery_attempt', 'delivery_attempt_by_subscription', 'delivery_attempt_by_record')
+                        WHERE name IN ('delivery_attempt', 'delivery_attempt_by_era', 'delivery_attempt_by_record')
                         """)
             else { return nil }
             return (attempts, bytes)

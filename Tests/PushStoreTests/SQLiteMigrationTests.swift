@@ -74,7 +74,7 @@ struct SQLiteMigrationTests {
         try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: path)
 
         let store = try SQLiteStore(path: path)
-        #expect(try await store.schemaVersion() == 11)
+        #expect(try await store.schemaVersion() == 12)
         #expect(try await store.subscription(id: "id-1")?.handle == 1)
         #expect(try await store.subscription(id: "id-2")?.tuple.destination == "orders")
         #expect(try await store.countByKind() == [.fcm: 1, .webhook: 1])
