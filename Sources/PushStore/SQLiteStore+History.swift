@@ -18,9 +18,10 @@ extension SQLiteStore: HistoryStore {
     }
 
     /// An attempt's era (SQLite v12): its id divided by 2,048, the first column of the index by
-    /// subscription, spelled here exactly as the index spells it so that SQLite uses it.
+    /// subscription, spelled here exactly as the index spells it (`id >> 11`) so that SQLite
+    /// uses it.
     static let attemptEraShift: Int64 = 11
-    static let attemptEra = "id >> 11"
+    static let attemptEra = "id >> \(attemptEraShift)"
 
     /// The eras that hold attempts with an id below `below` (all when `nil`), newest first;
     /// `nil` when there are none.
@@ -33,16 +34,32 @@ extension SQLiteStore: HistoryStore {
         return stride(from: top >> attemptEraShift, through: oldest >> attemptEraShift, by: -1)
     }
 
+    /// One era's attempts of a subscription in an application, below an id, newest first.
+    static let attemptsInEraSQL = """
+        SELECT \(attemptColumns) FROM delivery_attempt
+        WHERE \(attemptEra) = ? AND subscription = ? AND app = ? AND id < ? ORDER BY id DESC LIMIT ?
+        """
+
+    /// The newest attempt of each of `count` subscriptions within one era (the era, then the
+    /// subscriptions).
+    static func lastAttemptsInEraSQL(count: Int) -> String {
+        """
+        SELECT \(attemptColumns) FROM delivery_attempt
+        WHERE id IN (SELECT max(id) FROM delivery_attempt
+                     WHERE \(attemptEra) = ? AND subscription IN (\(Array(repeating: "?", count: count).joined(separator: ", ")))
+                     GROUP BY subscription)
+        """
+    }
+
+    /// A subscription's attempts, newest first, era by era from the cursor's. The cost grows
+    /// with the eras read: those between the cursor and the page's last attempt, all of them
+    /// for a subscription with none (docs/decisions.md).
     public func attempts(app: String, subscription: String, cursor: Int64?, limit: Int) async throws -> HistoryPage<DeliveryAttempt> {
         let limit = max(1, limit)
         return try await read { db in
             var rows: [Row] = []
             if let eras = try Self.attemptEras(db, below: cursor) {
-                let statement = try db.cachedStatement(
-                    sql: """
-                        SELECT \(Self.attemptColumns) FROM delivery_attempt
-                        WHERE \(Self.attemptEra) = ? AND subscription = ? AND app = ? AND id < ? ORDER BY id DESC LIMIT ?
-                        """)
+                let statement = try db.cachedStatement(sql: Self.attemptsInEraSQL)
                 for era in eras {
                     rows += try Row.fetchAll(statement, arguments: [era, subscription, app, cursor ?? Int64.max, limit + 1 - rows.count])
                     if rows.count > limit { break }
@@ -54,21 +71,23 @@ extension SQLiteStore: HistoryStore {
     }
 
     /// The newest attempt under each of `subscriptions` (whichever application wrote it), found
-    /// era by era, newest first, until each has one or the eras run out.
+    /// era by era, newest first, until each has one or the eras run out. The list is a page of
+    /// the operator's search (at most `OperationsAPI.maximumLimit`, 500).
     static func lastAttempts(_ db: Database, subscriptions: [String]) throws -> [String: DeliveryAttempt] {
         var found: [String: DeliveryAttempt] = [:]
         var pending = Array(Set(subscriptions)).sorted()
         guard !pending.isEmpty, let eras = try attemptEras(db, below: nil) else { return found }
+        // One statement per number of subscriptions still searched for, prepared once here.
+        var statements: [Int: Statement] = [:]
         for era in eras {
-            let rows = try Row.fetchAll(
-                db,
-                sql: """
-                    SELECT \(attemptColumns) FROM delivery_attempt
-                    WHERE id IN (SELECT max(id) FROM delivery_attempt
-                                 WHERE \(attemptEra) = ? AND subscription IN (\(Array(repeating: "?", count: pending.count).joined(separator: ", ")))
-                                 GROUP BY subscription)
-                    """,
-                arguments: StatementArguments([era] + pending as [any DatabaseValueConvertible]))
+            let statement: Statement
+            if let prepared = statements[pending.count] {
+                statement = prepared
+            } else {
+                statement = try db.makeStatement(sql: lastAttemptsInEraSQL(count: pending.count))
+                statements[pending.count] = statement
+            }
+            let rows = try Row.fetchAll(statement, arguments: StatementArguments([era] + pending as [any DatabaseValueConvertible]))
             for row in rows {
                 let attempt = try attempt(row)
                 found[attempt.subscription] = attempt

@@ -74,16 +74,26 @@ struct AttemptEraTests {
             try await store.write { db in try Self.insert(db, new) }
             written.append(new)
         }
-        // Then a settlement's way, ids given by SQLite after the largest.
+        // Then a settlement's way, ids given by SQLite after the largest: the first two
+        // subscriptions only, the newest of all from another application under the first's id.
+        // The third's newest attempt stays in an older era, the fourth has none: the search for
+        // last attempts goes past the newest era, and to the oldest.
+        id += 2 * Self.era
+        let jump = Written(id: id, subscription: subscriptions[1], app: "toto")
+        try await store.write { db in try Self.insert(db, jump) }
+        written.append(jump)
         let tail = (0..<5).map { offset in
             DeliveryAttempt(
-                notification: id + 1 + Int64(offset), subscription: subscriptions[offset % 3], app: "toto", seq: 1, provider: "fcm", destination: nil,
-                attempt: 1, at: 1, status: 200, reason: nil, latencyMs: 3, outcome: .delivered, nextAt: nil)
+                notification: id + 1 + Int64(offset), subscription: subscriptions[offset % 2], app: offset == 4 ? "other" : "toto", seq: 1,
+                provider: "fcm", destination: nil, attempt: 1, at: 1, status: 200, reason: nil, latencyMs: 3, outcome: .delivered, nextAt: nil)
         }
         try await store.write { db in try SQLiteStore.insertAttempts(db, tail) }
         written += tail.map { Written(id: $0.notification, subscription: $0.subscription, app: $0.app) }
         let eras = Set(written.map { $0.id >> SQLiteStore.attemptEraShift })
         #expect(eras.count >= 8, "the attempts span several eras: \(eras.count)")
+        let third = try #require(written.last { $0.subscription == subscriptions[2] })
+        #expect(third.id >> SQLiteStore.attemptEraShift < written.last!.id >> SQLiteStore.attemptEraShift - 1)
+        #expect(written.last { $0.subscription == subscriptions[0] }?.app == "other")
 
         func check(_ stage: String) async throws {
             for (subscription, token) in zip(subscriptions, tokens) {
@@ -100,20 +110,28 @@ struct AttemptEraTests {
             let all = try await store.subscriptions(matching: SubscriptionQuery(app: "toto"), cursor: nil, limit: 500)
             #expect(all.items.map(\.lastAttempt?.notification) == subscriptions.map { id in written.last { $0.subscription == id }?.id }, "\(stage)")
         }
+        // The reads' statements use the index by era, with no sort, with statistics or without.
+        func plans() async throws -> [String] {
+            try await store.read { db in
+                try [
+                    (SQLiteStore.attemptsInEraSQL, [1, "x", "toto", Int64.max, 10] as [any DatabaseValueConvertible]),
+                    (SQLiteStore.lastAttemptsInEraSQL(count: 2), [1, "x", "y"]),
+                ].map { sql, arguments in
+                    try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: StatementArguments(arguments)).map { $0["detail"] as String }
+                        .joined(separator: "; ")
+                }
+            }
+        }
         try await check("as written")
-        // Statistics do not change the answers, nor the index the reads use.
+        for plan in try await plans() {
+            #expect(plan.contains("INDEX delivery_attempt_by_era (<expr>=? AND subscription=?") && !plan.contains("TEMP B-TREE"), "\(plan)")
+        }
+        // Statistics change neither the answers nor the plans.
         try await store.write { db in try db.execute(sql: "ANALYZE") }
         try await check("after ANALYZE")
-        let plan = try await store.read { db in
-            try Row.fetchAll(
-                db,
-                sql: """
-                    EXPLAIN QUERY PLAN SELECT \(SQLiteStore.attemptColumns) FROM delivery_attempt
-                    WHERE \(SQLiteStore.attemptEra) = ? AND subscription = ? AND app = ? AND id < ? ORDER BY id DESC LIMIT ?
-                    """, arguments: [1, "x", "toto", Int64.max, 10]
-            ).map { $0["detail"] as String }.joined(separator: "; ")
+        for plan in try await plans() {
+            #expect(plan.contains("INDEX delivery_attempt_by_era (<expr>=? AND subscription=?") && !plan.contains("TEMP B-TREE"), "\(plan)")
         }
-        #expect(plan.contains("USING INDEX delivery_attempt_by_era") && !plan.contains("TEMP B-TREE"), "\(plan)")
         // Pruned from the oldest: what is left still reads back whole.
         let keep = written.count / 2
         let pruned = try await store.pruneHistory(now: 1_000, limits: HistoryLimits(maxAge: 1_000_000, maxRows: Int(written.last!.id - written[written.count - keep - 1].id)))
