@@ -2,6 +2,7 @@
 """The pages a SQLite writer wrote, by table and index: the frames of a WAL from a given frame on.
 
 Usage: scripts/wal_pages.py DB WAL [FIRST_FRAME]
+       scripts/wal_pages.py --frames WAL   (the number of valid, committed frames)
 
 DB and WAL are copies (copy the WAL first, then the database, while a reader holds a snapshot:
 scripts/writer-pages.sh does it). Each frame is attributed twice:
@@ -73,12 +74,9 @@ def frame_kind(page, number, tables, indexes):
     return names[0] if len(names) == 1 else f"{label} ({columns} columns: {', '.join(names) or '?'})"
 
 
-def main():
-    if len(sys.argv) < 3:
-        sys.exit(__doc__)
-    database, wal = sys.argv[1], sys.argv[2]
-    first = int(sys.argv[3]) if len(sys.argv) > 3 else 0
-    # The frames first: opening the copy may checkpoint it into the database.
+def read_frames(wal, keep_from):
+    """The WAL's valid frames (those of its current salt): (page number, commit size, content
+    from frame `keep_from` on, else None)."""
     with open(wal, "rb") as file:
         header = file.read(32)
         if len(header) < 32:
@@ -95,8 +93,24 @@ def main():
             number, commit, frame_salt1, frame_salt2 = struct.unpack(">4I", frame_header[:16])
             if (frame_salt1, frame_salt2) != (salt1, salt2):
                 break
-            frames.append((number, commit, page if len(frames) >= first else None))
-    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True)
+            frames.append((number, commit, page if keep_from is not None and len(frames) >= keep_from else None))
+    # A transaction's frames count once its commit frame is there.
+    while frames and not frames[-1][1]:
+        frames.pop()
+    return frames
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--frames":
+        print(len(read_frames(sys.argv[2], keep_from=None)))
+        return
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    database, wal = sys.argv[1], sys.argv[2]
+    first = int(sys.argv[3]) if len(sys.argv) > 3 else 0
+    # The frames first: opening the copy may checkpoint it into the database.
+    frames = read_frames(wal, keep_from=first)
+    connection = sqlite3.connect(database)
     tables = collections.defaultdict(list)
     indexes = collections.defaultdict(list)
     for name, kind, table in connection.execute("SELECT name, type, tbl_name FROM sqlite_schema WHERE type IN ('table', 'index')"):
@@ -105,15 +119,22 @@ def main():
             without_rowid = "WITHOUT ROWID" in (connection.execute("SELECT upper(sql) FROM sqlite_schema WHERE name = ?", (name,)).fetchone()[0] or "")
             (indexes if without_rowid else tables)[columns].append(name)
         else:
-            # An index's record: its columns (expressions too), then the rowid.
-            columns = len(connection.execute(f'PRAGMA index_xinfo("{name}")').fetchall())
-            key = len([row for row in connection.execute(f'PRAGMA index_xinfo("{name}")') if row[5]])
-            indexes[key + 1 if columns == key else key].append(name)
+            # An index's record: its key columns (expressions too), then the table's key (the
+            # rowid, or a WITHOUT ROWID table's primary key columns not in it): index_xinfo's rows.
+            indexes[len(connection.execute(f'PRAGMA index_xinfo("{name}")').fetchall())].append(name)
     owner = {page: name for name, page in connection.execute("SELECT name, pageno FROM dbstat")}
     window = frames[first:]
     if not window:
         sys.exit(f"no frames from frame {first} (the WAL has {len(frames)})")
-    by_content = collections.Counter(frame_kind(page, number, tables, indexes) for number, _, page in window)
+    def attribute(number, page):
+        kind = frame_kind(page, number, tables, indexes)
+        # Several tables or indexes with as many columns: the page's owner now, when it is one
+        # of them (the content says which kind of b-tree it was).
+        if "columns: " in kind and owner.get(number) and owner[number] in kind.split("columns: ")[1].rstrip(")").split(", "):
+            return owner[number]
+        return kind
+
+    by_content = collections.Counter(attribute(number, page) for number, _, page in window)
     by_owner = collections.Counter(owner.get(number, "free now") for number, _, _ in window)
     commits = sum(1 for _, commit, _ in window if commit)
     print(f"WAL: {len(frames)} frames; from frame {first}: {len(window)} frames, {commits} commits, {len(window) / max(commits, 1):.1f} frames a commit")
