@@ -11,12 +11,17 @@ cd "$(dirname "$0")/.."
 [ $# -ge 3 ] || { sed -n '2,8p' "$0"; exit 2; }
 records=$1 from=$2 to=$3
 shift 3
-[ "$from" -lt "$to" ] && [ "$to" -le "$records" ] || { echo "expected FROM < TO <= RECORDS" >&2; exit 2; }
+for number in "$records" "$from" "$to"; do
+    [[ "$number" =~ ^[1-9][0-9]{0,8}$ ]] || { echo "RECORDS, FROM and TO: expected whole numbers from 1 to 999,999,999, got '${number:0:40}'" >&2; exit 2; }
+done
+[ "$from" -lt "$to" ] && [ "$to" -le "$records" ] || { echo "expected FROM < TO <= RECORDS, got $from, $to, $records" >&2; exit 2; }
 bench=${BENCH:-.build/release/pushdispatch-bench}
 peer=${PEER:-../shared/bench}
 work=$(mktemp -d)
 holder=
-trap '[ -n "$holder" ] && kill "$holder" 2>/dev/null; rm -rf "$work"' EXIT
+bench_pid=
+# On an early exit, the benchmark (and with it the service it started) and the reader go too.
+trap '[ -n "$holder" ] && kill "$holder" 2>/dev/null; [ -n "$bench_pid" ] && kill "$bench_pid" 2>/dev/null; rm -rf "$work"' EXIT
 before=$(ls -d "${TMPDIR:-/tmp}"/pushdispatch-e2e-* 2>/dev/null | sort || true)
 "$bench" e2e --tls --no-peer --peer "$peer" --records "$records" "$@" > "$work/e2e.log" 2>&1 &
 bench_pid=$!
@@ -65,4 +70,5 @@ holder=
 echo "deliveries $at → $until while the frames were kept"
 python3 scripts/wal_pages.py "$work/copy/store.db" "$work/copy/store.db-wal" "$(cat "$work/first")"
 wait "$bench_pid" || true
+bench_pid=
 grep "deliveries/s" "$work/e2e.log" || true
