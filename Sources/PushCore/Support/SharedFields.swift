@@ -18,9 +18,11 @@ package struct SharedFields<Fields: Sendable & Equatable>: Sendable, Equatable {
         box = Box(fields)
     }
 
+    /// Read in place: `shared.fields.app` loads the one field from the box, where a `get`
+    /// would copy every field out (a retain and a release per string and array) to read one.
     @inlinable
     package var fields: Fields {
-        get { box.fields }
+        _read { yield box.fields }
         set { box = Box(newValue) }
     }
 
