@@ -453,6 +453,9 @@ public struct DispatchStateMachine: Sendable {
         var byDestination = self.byDestination
         var destinationsByApp = self.destinationsByApp
         var fullProviders: [Provider] = []
+        // The application last found full in this pass: its next sends are passed over without
+        // a table lookup (with one application, every waiting send once its slots are taken).
+        var fullApp: String?
         let perProvider = configuration.perProvider
         let perApp = configuration.perApp
         let perDestination = configuration.perDestination
@@ -472,7 +475,11 @@ public struct DispatchStateMachine: Sendable {
                 return false
             }
             let app = send.notification.entry.app
-            guard byApp[app, default: 0] < perApp else { return false }
+            if app == fullApp { return false }
+            guard byApp[app, default: 0] < perApp else {
+                fullApp = app
+                return false
+            }
             if send.key.isDestination {
                 guard destinationsByApp[app, default: 0] < destinations, byDestination[send.key, default: 0] < perDestination else { return false }
             }

@@ -80,6 +80,25 @@ struct DispatchStateMachineTests {
         #expect(machine.startable(now: Self.now).map(\.notification.id) == [4])
     }
 
+    @Test("an application found full is passed over for the rest of the pass, the others' sends still start, in order")
+    func fullApplicationsInterleaved() {
+        var machine = Machine(configuration: .init(perProvider: 100, perApp: 1))
+        let claimed = [
+            Self.notification(1, app: "a"), Self.notification(2, app: "a"), Self.notification(3, app: "b"), Self.notification(4, app: "a"),
+            Self.notification(5, app: "b"), Self.notification(6, app: "c"), Self.notification(7, app: "a"), Self.notification(8, app: "c"),
+        ]
+        let started = machine.claimed(claimed.map { .init($0, provider: .fcm) }, now: Self.now)
+        #expect(started.map(\.notification.id) == [1, 3, 6])
+        #expect(machine.startable(now: Self.now).isEmpty)
+        machine.sent(started[1], outcome: .delivered(reference: nil))
+        // b's slot is free: its next send starts; a and c, still full, keep theirs waiting.
+        #expect(machine.startable(now: Self.now).map(\.notification.id) == [5])
+        machine.sent(started[0], outcome: .delivered(reference: nil))
+        machine.sent(started[2], outcome: .delivered(reference: nil))
+        #expect(machine.startable(now: Self.now).map(\.notification.id) == [2, 8])
+        #expect(machine.sending.byApp == ["a": 1, "b": 1, "c": 1])
+    }
+
     struct Row: Sendable, CustomTestStringConvertible {
         var name: String
         var notification: StoredNotification
