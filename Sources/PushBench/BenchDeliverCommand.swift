@@ -36,12 +36,12 @@ struct BenchDeliver: AsyncParsableCommand {
 
     @Option(help: "Notifications to deliver (one per subscription).") var messages = 20_000
     @Option(help: "Independent HTTP clients the sends are spread over.") var clients = 2
-    @Option(help: "Sends at once (per provider and per application: the service's default per application, delivery.concurrency.perApp).") var concurrency = 256
+    @Option(help: "Sends at once (per provider and per application: the service's default per application, delivery.concurrency.perApp).") var concurrency = 512
     @Option(help: "The fake FCM's URL; default: start ../shared/bench/run_peer.sh --serve (run_peer_tls.sh with --tls).") var url: String?
     @Flag(help: "TLS + HTTP/2 (the providers' protocol): nginx from run_peer_tls.sh, the service's HTTP/2 transport, h2load and the peer beside it.")
     var tls = false
     @Option(help: "With --tls and --url: the CA file the fake's certificate is signed by.") var caFile: String?
-    @Option(help: "With --tls: HTTP/2 connections per provider host.") var connections = 4
+    @Option(help: "With --tls: HTTP/2 connections per provider host (the service's default, delivery.connectionsPerHost).") var connections = 6
     @Flag(help: "With --tls: send through async-http-client (the transport before the HTTP/2 one) instead.") var asyncHTTPClient = false
     @Option(help: "The folder of run_peer.sh and firebase_admin_peer.py.") var peer: String?
     @Flag(help: "Skip the firebase-admin run.") var noPeer = false

@@ -36,7 +36,8 @@ struct BenchEndToEnd: AsyncParsableCommand {
     @Option(help: "Extra configuration lines for the service's YAML (top level), e.g. 'delivery: {connectionsPerHost: 8}' (replaces the generated delivery block when it starts with 'delivery:').") var extra: String?
     @Option(help: "Subscriptions written into the store before the service starts (1,000,000: the start-up of a large deployment; its time to ready and memory are printed).") var storedSubscriptions: Int?
     @Flag(help: "Keep the service's folder (configuration, store, log, profile).") var keep = false
-    @Option(help: "Sends at once per application (delivery.concurrency.perApp; perProvider is raised to match when it is larger than 1,024). Default: the service's, 256.") var concurrency: Int?
+    @Option(help: "Sends at once per application (delivery.concurrency.perApp; perProvider is raised to match when it is larger than 1,024). Default: the service's, 512.") var concurrency: Int?
+    @Option(help: "HTTP/2 connections to the fake FCM (delivery.connectionsPerHost, 1 to 64). Default: the service's, 6.") var connections: Int?
 
     func run() async throws {
         guard records > 0, subscriptions > 0, records <= 100_000_000, subscriptions <= 1_000_000 else {
@@ -65,7 +66,10 @@ struct BenchEndToEnd: AsyncParsableCommand {
         }
         let secret = "e2e-secret-of-at-least-thirty-two-bytes"
         let port = try HTTP2TestServer.freePort()
-        let sends = concurrency.map { "concurrency: {perApp: \($0), perProvider: \(max($0, 1_024))}, " } ?? ""
+        if let connections, !(1...64).contains(connections) { throw ValidationError("--connections 1 to 64") }
+        let sends =
+            (concurrency.map { "concurrency: {perApp: \($0), perProvider: \(max($0, 1_024))}, " } ?? "")
+            + (connections.map { "connectionsPerHost: \($0), " } ?? "")
         var delivery = "delivery: {\(ingestOnly ? "enabled: false, " : "")\(sends)\(fake.caFile.map { "caFile: \"\($0)\", " } ?? "")pacing: {fcm: \"off\"}}"
         var extraLines = extra ?? ""
         if extraLines.hasPrefix("delivery:") { (delivery, extraLines) = (extraLines, "") }

@@ -104,7 +104,7 @@ struct ConfigurationDecoder {
             report.add(retrySection.label("initial"), .conflict, "longer than \(retrySection.label("window")); the first retry must fall within the window")
             retry.initial = retry.window
         }
-        let perApp = Int(concurrency.integer("perApp", range: 1...65_536, expected: "1 to 65536") ?? 256)
+        let perApp = Int(concurrency.integer("perApp", range: 1...65_536, expected: "1 to 65536") ?? 512)
         var perDestination = concurrency.integer("perDestination", range: 1...65_536, expected: "1 to 65536").map { Int($0) }
         if let bound = perDestination, bound > DispatchStateMachine.Configuration.destinations(perApp: perApp) {
             report.add(
@@ -120,7 +120,7 @@ struct ConfigurationDecoder {
             perApp: perApp,
             perDestination: perDestination,
             caFile: deliverySection.certificateFile("caFile"),
-            connectionsPerHost: Int(deliverySection.integer("connectionsPerHost", range: 1...64, expected: "1 to 64") ?? 4),
+            connectionsPerHost: Int(deliverySection.integer("connectionsPerHost", range: 1...64, expected: "1 to 64") ?? 6),
             idleTimeout: deliverySection.duration("idleTimeout", range: .seconds(1) ... .seconds(3600)) ?? .seconds(60),
             maximumOrigins: Int(deliverySection.integer("maximumOrigins", range: 1...65_536, expected: "1 to 65536") ?? 1_024))
         let pacingSection = deliverySection.section("pacing")

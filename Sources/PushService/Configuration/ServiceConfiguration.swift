@@ -97,7 +97,8 @@ public struct ServiceConfiguration: Sendable {
         /// `delivery.concurrency.perProvider`. Default 1024 (HTTP/2 carries many at once per
         /// connection; see docs/decisions.md, issue 23).
         public var perProvider: Int
-        /// `delivery.concurrency.perApp`. Default 256.
+        /// `delivery.concurrency.perApp`. Default 512: one application reaches FCM's default quota
+        /// (10,000 a second) with answers ~50 ms away (docs/decisions.md).
         public var perApp: Int
         /// `delivery.concurrency.perDestination`: sends at once to one webhook or one push
         /// service's origin. Default half of `perApp`; at most three quarters of it (what all
@@ -106,8 +107,9 @@ public struct ServiceConfiguration: Sendable {
         /// `delivery.caFile`: extra trusted CA certificates (PEM). Default none.
         public var caFile: String?
         /// `delivery.connectionsPerHost`: HTTP/2 connections to each provider host (each
-        /// carries many requests at once). Default 4.
-        public var connectionsPerHost: Int = 4
+        /// carries many requests at once). Default 6: FCM takes ~100 streams a connection, six
+        /// carry `perApp`'s 512.
+        public var connectionsPerHost: Int = 6
         /// `delivery.idleTimeout`: an HTTP/2 connection with no request for this long is
         /// closed. Default 60s.
         public var idleTimeout: Duration = .seconds(60)
