@@ -44,6 +44,7 @@ struct BenchEndToEnd: AsyncParsableCommand {
             throw ValidationError("--records 1 to 100,000,000, --subscriptions 1 to 1,000,000")
         }
         if let concurrency, !(1...65_536).contains(concurrency) { throw ValidationError("--concurrency 1 to 65,536") }
+        if let connections, !(1...64).contains(connections) { throw ValidationError("--connections 1 to 64") }
         let executable = bin ?? URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("pushdispatch").path
         guard FileManager.default.isExecutableFile(atPath: executable) else { throw ValidationError("\(executable) is not an executable: build it, or give --bin") }
         let fake = try PeerFake.start(tls: tls, folder: peer)
@@ -66,7 +67,6 @@ struct BenchEndToEnd: AsyncParsableCommand {
         }
         let secret = "e2e-secret-of-at-least-thirty-two-bytes"
         let port = try HTTP2TestServer.freePort()
-        if let connections, !(1...64).contains(connections) { throw ValidationError("--connections 1 to 64") }
         let sends =
             (concurrency.map { "concurrency: {perApp: \($0), perProvider: \(max($0, 1_024))}, " } ?? "")
             + (connections.map { "connectionsPerHost: \($0), " } ?? "")

@@ -61,8 +61,13 @@ public struct DispatchStateMachine: Sendable {
         /// for FCM, HMS and APNs, however many destinations answer slowly.
         public static func destinations(perApp: Int) -> Int { max(1, perApp - perApp / 4) }
 
-        /// The default bound of one destination: half the application's slots (at least one).
-        public static func perDestination(perApp: Int) -> Int { max(1, perApp / 2) }
+        /// The default bound of one destination: half the application's slots (at least one), at
+        /// most ``defaultPerDestinationCeiling``.
+        public static func perDestination(perApp: Int) -> Int { max(1, min(perApp / 2, defaultPerDestinationCeiling)) }
+        /// The default ``perDestination`` is at most this: a webhook's server or a push service gets
+        /// no more at once by default however large `perApp` is (an HTTP/1.1 webhook has 64
+        /// connections; the rest would queue with their deadlines running).
+        public static let defaultPerDestinationCeiling = 128
     }
 
     /// Different subscriptions a push service must refuse in a row (401/403, our VAPID

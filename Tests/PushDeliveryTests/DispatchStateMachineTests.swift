@@ -349,6 +349,9 @@ struct DispatchStateMachineTests {
         #expect(machine.byDestination.count == 6)
         // A webhook counts as a destination too; an explicit bound is kept within the share.
         #expect(Machine.Configuration(perApp: 8, perDestination: 100).perDestination == 6)
+        // The default is half of perApp, at most 128 however large perApp is; set, it may be more.
+        #expect(Machine.Configuration(perApp: 256).perDestination == 128 && Machine.Configuration(perApp: 512).perDestination == 128)
+        #expect(Machine.Configuration(perApp: 512, perDestination: 300).perDestination == 300)
         (machine, sends) = Self.sending((1...4).map { Self.notification($0, kind: .webhook) }, configuration: .init(perApp: 8, perDestination: 1))
         #expect(sends.map(\.notification.id) == [1])
     }

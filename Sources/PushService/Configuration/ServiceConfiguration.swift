@@ -101,7 +101,7 @@ public struct ServiceConfiguration: Sendable {
         /// (10,000 a second) with answers ~50 ms away (docs/decisions.md).
         public var perApp: Int
         /// `delivery.concurrency.perDestination`: sends at once to one webhook or one push
-        /// service's origin. Default half of `perApp`; at most three quarters of it (what all
+        /// service's origin. Default half of `perApp`, at most 128; at most three quarters of it (what all
         /// destinations together may hold: the last quarter is kept for FCM, HMS and APNs).
         public var perDestination: Int? = nil
         /// `delivery.caFile`: extra trusted CA certificates (PEM). Default none.
