@@ -220,14 +220,21 @@ struct MultiInstanceTests {
         #expect(repeats <= subscriptions.count, "repeats: \(repeats)")
         print("repeats after the kill: \(repeats)")
         // The delivery history is the shared one: each subscription's attempts, whichever
-        // instance made them, read through either instance still running (SPEC §13.2).
+        // instance made them, read through either instance still running (SPEC §13.2). An
+        // attempt is written with its settlement, which may come a little after the provider's
+        // answer (an idle dispatcher's answers wait up to `settleLinger` for the next claim):
+        // read until the last ones are in, then through both.
+        func delivered(_ port: Int, _ app: String, _ id: String) throws -> Int {
+            let reply = try RunCommandTests.curl(["http://127.0.0.1:\(port)/ops/v1/subscriptions/\(app)/\(id)/history?limit=500"])
+            let items = try JSONParser.parse(Array(reply.body.utf8))["items"]?.arrayValue ?? []
+            return items.filter { $0["outcome"]?.stringValue == "delivered" }.count
+        }
         for (app, id) in subscriptions.sorted(by: { $0.key < $1.key }) {
-            var counts: [Int] = []
-            for port in [ports[0], ports[2]] {
-                let reply = try RunCommandTests.curl(["http://127.0.0.1:\(port)/ops/v1/subscriptions/\(app)/\(id)/history?limit=500"])
-                let items = try JSONParser.parse(Array(reply.body.utf8))["items"]?.arrayValue ?? []
-                counts.append(items.filter { $0["outcome"]?.stringValue == "delivered" }.count)
+            try? await ServiceEndToEndTests.eventually("\(app)'s attempts settled", timeout: 10) {
+                let counts = try [ports[0], ports[2]].map { try delivered($0, app, id) }
+                return counts[0] == counts[1] && counts[0] >= Self.records
             }
+            let counts = try [ports[0], ports[2]].map { try delivered($0, app, id) }
             #expect(counts[0] == counts[1] && counts[0] >= Self.records, "\(app): delivered attempts read through node-1 and node-3: \(counts)")
         }
         // The overview asked of either instance tells of both (SPEC §13): the instances with
