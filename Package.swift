@@ -87,11 +87,13 @@ let package = Package(
                 .product(name: "CryptoExtras", package: "swift-crypto"),
             ]
         ),
+        // SQLite's process-wide settings (`sqlite3_config` is variadic: Swift cannot call it).
+        .systemLibrary(name: "CSQLiteConfig", path: "Sources/CSQLiteConfig", providers: [.apt(["libsqlite3-dev"])]),
         // Stores: SQLite (GRDB), PostgreSQL (postgres-nio).
         .target(
             name: "PushStore",
             dependencies: [
-                "PushCore", "PushJSON", "PushContracts", "PushJOSE",
+                "PushCore", "PushJSON", "PushContracts", "PushJOSE", "CSQLiteConfig",
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

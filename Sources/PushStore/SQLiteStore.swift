@@ -40,6 +40,7 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     /// migrated or written.
     public init(readingOnly path: String) throws {
         self.path = path
+        SQLiteProcessSettings.apply()
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(10)
@@ -55,6 +56,7 @@ public final class SQLiteStore: SubscriptionStore, ServiceKeyStore {
     /// (``SQLiteFiles/prepare(_:)``).
     public init(path: String) throws {
         self.path = path
+        SQLiteProcessSettings.apply()
         try SQLiteFiles.prepare(path)
         var configuration = Configuration()
         configuration.busyMode = .timeout(10)

@@ -160,6 +160,7 @@ struct AttemptEraTests {
     func fromVersion11() async throws {
         let path = try Self.folder().appendingPathComponent("store.db").path
         do {
+            SQLiteProcessSettings.apply()
             let queue = try DatabaseQueue(path: path)
             try SQLiteMigrations.migrator.migrate(queue, upTo: "v11 each subscription's oldest notification marked: claims read those alone")
             try await queue.write { db in
