@@ -259,6 +259,11 @@ public enum AnswerClassifier {
             guard let token = json?["access_token"]?.stringValue, !token.isEmpty, token.utf8.count <= 8192 else {
                 return .failure(.retry(reason: "the token endpoint answered \(answer.status) without an access_token", retryAfter: retryAfter))
             }
+            // It goes into every request's `authorization` field: visible ASCII only (RFC 6750
+            // §2.1 is narrower still), or no field could carry it.
+            guard token.utf8.allSatisfy({ (0x21...0x7E).contains($0) }) else {
+                return .failure(.retry(reason: "the token endpoint answered \(answer.status) with an access_token a header cannot carry", retryAfter: retryAfter))
+            }
             let expires = json?["expires_in"]?.integerValue ?? json?["expires_in"]?.stringValue.flatMap { Int64($0) } ?? 3600
             return .success(AccessToken(token: token, expiresIn: min(max(expires, 0), 86_400)))
         }

@@ -47,6 +47,11 @@ final class HTTP2Connection: Sendable {
             let lowered = name.lowercased()
             // Connection-specific fields are not HTTP/2's (RFC 9113 §8.2.2).
             if Self.connectionSpecific.contains(lowered) { continue }
+            // Checked here: the HTTP/2 handler's own validation is off (HTTP2Fields).
+            if let fault = HTTP2Fields.fault(name: lowered, value: value) {
+                return channel.eventLoop.makeFailedFuture(
+                    HTTP2ConnectionError(kind: .invalidRequest, description: "HTTP/2: the request cannot be sent: \(fault) (RFC 9113 §8.2)"))
+            }
             headers.add(name: lowered, value: value)
         }
         headers.add(name: "content-length", value: String(request.body.count))

@@ -9,6 +9,8 @@ struct HTTP2ConnectionError: Error, Equatable, CustomStringConvertible {
         case timeout
         case tooManyOrigins
         case shutDown
+        /// A field the request was given cannot be carried (RFC 9113 §8.2): never written.
+        case invalidRequest
     }
 
     var kind: Kind
@@ -28,6 +30,7 @@ struct HTTP2ConnectionError: Error, Equatable, CustomStringConvertible {
         case .timeout: TransportError(.timeout, description)
         case .tooManyOrigins: TransportError(.tooManyOrigins, description)
         case .shutDown: TransportError(.shutDown, description)
+        case .invalidRequest: TransportError(.other, description)
         }
     }
 }

@@ -120,6 +120,11 @@ struct HTTP2StreamStateMachine<Waiter> {
     /// A HEADERS frame on stream `id`.
     mutating func headers(_ id: HTTP2StreamID, _ headers: HPACKHeaders, endStream: Bool) -> Completion {
         guard var exchange = exchanges[id] else { return .none }
+        // A malformed block (RFC 9113 §8.1.1): the stream is reset, its request lost.
+        if let fault = HTTP2Fields.fault(inAnswer: headers, trailers: exchange.status != nil) {
+            exchanges[id] = nil
+            return .failAndReset(exchange.waiter, .lost("a malformed answer: " + fault), id, .protocolError)
+        }
         if exchange.status == nil {
             guard let text = headers.first(name: ":status"), text.utf8.count == 3, let code = Int(text), (100...599).contains(code) else {
                 exchanges[id] = nil

@@ -173,6 +173,15 @@ struct ClassifierTests {
                 continue
             }
         }
+        // A token goes into every request's `authorization` field: one a field cannot carry
+        // (a space, a CR or LF, a control character, non-ASCII) is no token.
+        for body in [#"{"access_token":"ya29 x"}"#, #"{"access_token":"ya29\r\nx"}"#, #"{"access_token":"a\u0000"}"#, #"{"access_token":"é"}"#] {
+            guard case .failure(.retry(let reason, _)) = AnswerClassifier.oauth(ProviderAnswer(status: 200, body: Array(body.utf8)), now: 0) else {
+                Issue.record("\(body) is taken as a token")
+                continue
+            }
+            #expect(reason == "the token endpoint answered 200 with an access_token a header cannot carry")
+        }
         for (status, body) in [(503, ""), (500, "{}"), (400, #"{"error":"temporarily_unavailable"}"#), (200, "{}")] {
             guard case .failure(.retry) = AnswerClassifier.oauth(ProviderAnswer(status: status, body: Array(body.utf8)), now: 0) else {
                 Issue.record("\(status) \(body) is not retried")
@@ -318,6 +327,7 @@ struct ClassifierBadInputTests {
                 }
                 if case .success(let token) = AnswerClassifier.oauth(answer, now: .max) {
                     #expect(!token.token.isEmpty && (0...86_400).contains(token.expiresIn))
+                    #expect(token.token.utf8.allSatisfy { (0x21...0x7E).contains($0) })
                 }
             }
         }

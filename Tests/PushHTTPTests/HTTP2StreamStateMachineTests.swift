@@ -96,6 +96,27 @@ struct HTTP2StreamStateMachineTests {
         #expect(machine.count == 0)
     }
 
+    @Test("a malformed header block (RFC 9113 §8.2), answer or trailers, resets its stream: the request is lost, the fault named, no value")
+    func malformedBlocks() throws {
+        var machine = Machine()
+        let ids = Self.opened(&machine, 2)
+        var bad = Self.headers("200")
+        bad.add(name: "x-token", value: "secret\r\nset-cookie: a")
+        let completion = machine.headers(ids[0], bad, endStream: true)
+        guard case .failAndReset(let waiter, let error, let id, let code) = completion else {
+            Issue.record("\(completion)")
+            return
+        }
+        #expect(waiter == 1 && id == ids[0] && code == .protocolError)
+        #expect(error.kind == .lost)
+        #expect(error.description == "HTTP/2: a malformed answer: the field x-token holds NUL, CR or LF")
+        // Trailers after a valid answer: no pseudo-header field.
+        #expect(machine.headers(ids[1], Self.headers("200"), endStream: false).isNone)
+        let trailers = machine.headers(ids[1], Self.headers("200"), endStream: true)
+        #expect(Self.failed(trailers)?.1.description == "HTTP/2: a malformed answer: a pseudo-header field in trailers")
+        #expect(machine.count == 0)
+    }
+
     @Test("a body past the bound is cut")
     func boundedBody() throws {
         var machine = Machine(maximumAnswerBytes: 10)

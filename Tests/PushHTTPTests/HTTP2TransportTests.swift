@@ -129,6 +129,36 @@ struct HTTP2TransportTests {
         print("nghttpd echo: 3,000 requests, longest \(longest)")
     }
 
+    @Test("a field no HTTP/2 request may carry: refused at once, unwritten, named without its value; the connection serves the next request")
+    func fieldRefused() async throws {
+        let server = try HTTP2TestServer.nghttpd()
+        defer { server.stop() }
+        let transport = try Self.transport(connections: 1)
+        let url = server.url + "/echo"
+        for (name, value, fault) in [
+            ("authorization", "Bearer secret\r\nx-injected: 1", "the field authorization holds NUL, CR or LF"),
+            ("x-token", "secret\u{0}", "the field x-token holds NUL, CR or LF"),
+            ("x bad", "1", "an invalid field name"),
+        ] {
+            let clock = ContinuousClock()
+            let started = clock.now
+            do throws(TransportError) {
+                let answer = try await transport.send(OutgoingRequest(url: url, headers: [(name, value)], body: Array("{}".utf8)), timeout: .seconds(10))
+                Issue.record("\(name): answered \(answer.status)")
+            } catch {
+                #expect(error.kind == .other)
+                #expect(error.description == "HTTP/2: the request cannot be sent: \(fault) (RFC 9113 §8.2)")
+                #expect(!error.description.contains("secret"))
+            }
+            #expect(clock.now - started < .seconds(2))
+        }
+        // Names are lowercased; the connection is still good.
+        let answer = try await transport.send(OutgoingRequest(url: url, headers: [("Content-Type", "application/json")], body: Array("{\"a\":1}".utf8)), timeout: .seconds(10))
+        #expect(answer.status == 200)
+        #expect(String(decoding: answer.body, as: UTF8.self) == "{\"a\":1}")
+        try await transport.shutdown()
+    }
+
     @Test("nginx answering before it reads the bodies: 20,000 requests, 256 at once, none stalls (each within 5 s, the deadline)")
     func noStalledStream() async throws {
         let server = try HTTP2TestServer.nginx()
