@@ -34,9 +34,12 @@ final class HTTP2Connection: Sendable {
     /// Whether it takes new streams.
     var usable: Bool { flags.open.load(ordering: .relaxed) && channel.isActive }
 
-    /// One request on a new stream: the answer, or an error, completed on the connection's
-    /// event loop.
-    func exchange(_ request: OutgoingRequest, target: RequestTarget, deadline: NIODeadline) -> EventLoopFuture<ProviderAnswer> {
+    /// One request on a new stream: `completion` gets the answer, or why there is none, once,
+    /// on the connection's event loop.
+    func exchange(
+        _ request: OutgoingRequest, target: RequestTarget, deadline: NIODeadline,
+        completion: @escaping @Sendable (Result<ProviderAnswer, HTTP2ConnectionError>) -> Void
+    ) {
         var headers = HPACKHeaders()
         headers.reserveCapacity(request.headers.count + 5)
         headers.add(name: ":method", value: "POST")
@@ -49,14 +52,21 @@ final class HTTP2Connection: Sendable {
             if Self.connectionSpecific.contains(lowered) { continue }
             // Checked here: the HTTP/2 handler's own validation is off (HTTP2Fields).
             if let fault = HTTP2Fields.fault(name: lowered, value: value) {
-                return channel.eventLoop.makeFailedFuture(
-                    HTTP2ConnectionError(kind: .invalidRequest, description: "HTTP/2: the request cannot be sent: \(fault) (RFC 9113 §8.2)"))
+                let error = HTTP2ConnectionError(kind: .invalidRequest, description: "HTTP/2: the request cannot be sent: \(fault) (RFC 9113 §8.2)")
+                channel.eventLoop.execute { completion(.failure(error)) }
+                return
             }
             headers.add(name: lowered, value: value)
         }
         headers.add(name: "content-length", value: String(request.body.count))
-        let promise = channel.eventLoop.makePromise(of: ProviderAnswer.self)
-        let pending = PendingRequest(headers: headers, body: request.body, deadline: deadline, promise: promise)
+        // Counted before the request can reach the loop (which may answer it at once).
+        flags.streams.wrappingAdd(1, ordering: .relaxed)
+        let flags = self.flags
+        let waiter = AnswerWaiter { result in
+            flags.streams.wrappingSubtract(1, ordering: .relaxed)
+            completion(result)
+        }
+        let pending = PendingRequest(headers: headers, body: request.body, deadline: deadline, waiter: waiter)
         let schedule = queue.withLock { queue -> Bool in
             queue.requests.append(pending)
             defer { queue.scheduled = true }
@@ -75,10 +85,6 @@ final class HTTP2Connection: Sendable {
                 handler.value.start(requests)
             }
         }
-        flags.streams.wrappingAdd(1, ordering: .relaxed)
-        let flags = self.flags
-        promise.futureResult.whenComplete { _ in flags.streams.wrappingSubtract(1, ordering: .relaxed) }
-        return promise.futureResult
     }
 }
 

@@ -37,8 +37,16 @@ final class HTTP2ConnectionPool: Sendable {
         sweeper.withLock { $0 = task }
     }
 
-    /// A connection to `target`'s origin, made if need be; completed on an event loop.
-    func connection(to target: RequestTarget) -> EventLoopFuture<HTTP2Connection> {
+    /// A connection to `target`'s origin: one open now, or one being made (or refused),
+    /// completed on an event loop.
+    enum Lease {
+        case ready(HTTP2Connection)
+        case later(EventLoopFuture<HTTP2Connection>)
+    }
+
+    /// A connection to `target`'s origin, made if need be: at once when one is open (no future
+    /// to allocate and complete for each request).
+    func lease(to target: RequestTarget) -> Lease {
         let settings = self.settings
         let lease = machine.withLock { machine in
             machine.lease(target.origin, now: .now()) { _, _ in HTTP2Connection.connect(to: target, settings: settings) }
@@ -46,9 +54,9 @@ final class HTTP2ConnectionPool: Sendable {
         close(lease.close, reason: .evicted)
         switch lease.choice {
         case .use(let connection):
-            return connection.channel.eventLoop.makeSucceededFuture(connection)
+            return .ready(connection)
         case .wait(let future):
-            return future
+            return .later(future)
         case .connecting(let future, let slot, let id):
             future.whenComplete { result in
                 let connection = try? result.get()
@@ -56,13 +64,21 @@ final class HTTP2ConnectionPool: Sendable {
                 orphan?.close()
                 self.publishHeld()
             }
-            return future
+            return .later(future)
         case .refuse(let error):
             if error.kind == .tooManyOrigins {
                 refused.add(1, ordering: .relaxed)
                 metrics.increment("pushdispatch_http_origins_refused_total")
             }
-            return settings.group.next().makeFailedFuture(error)
+            return .later(settings.group.next().makeFailedFuture(error))
+        }
+    }
+
+    /// A connection to `target`'s origin, made if need be; completed on an event loop.
+    func connection(to target: RequestTarget) -> EventLoopFuture<HTTP2Connection> {
+        switch lease(to: target) {
+        case .ready(let connection): connection.channel.eventLoop.makeSucceededFuture(connection)
+        case .later(let future): future
         }
     }
 

@@ -4,10 +4,10 @@ import NIOHTTP2
 
 /// The streams of one HTTP/2 connection as a value: which are open and who waits for each,
 /// their deadlines, the answers being read, GOAWAY, resets, the connection window. It decides;
-/// ``HTTP2ClientHandler`` writes the frames and completes the promises it is told to, so every
+/// ``HTTP2ClientHandler`` writes the frames and calls the waiters it is told to, so every
 /// rule here is tested without a socket (feed events, check the actions).
 ///
-/// `Waiter` is whoever waits for a stream's answer: an `EventLoopPromise` in the handler, a
+/// `Waiter` is whoever waits for a stream's answer: an ``AnswerWaiter`` in the handler, a
 /// number in the tests.
 struct HTTP2StreamStateMachine<Waiter> {
     struct Exchange {

@@ -153,7 +153,10 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
         guard !closed.load(ordering: .relaxed) else { throw TransportError(.shutDown, "the transport is shut down") }
         let deadline = Self.deadline(after: timeout)
         do {
-            return try await pool.connection(to: target).flatMap { $0.exchange(request, target: target, deadline: deadline) }.get()
+            let connection = try await pool.connection(to: target).get()
+            return try await withCheckedThrowingContinuation { continuation in
+                connection.exchange(request, target: target, deadline: deadline) { continuation.resume(with: $0.mapError { $0 }) }
+            }
         } catch let error as HTTP2ConnectionError where error.kind == .notHTTP2 {
             return try await sendOverHTTP1(request, target: target, timeout: timeout)
         } catch {
@@ -170,25 +173,44 @@ public final class HTTP2Transport: HTTPTransport, Sendable {
             !http1Origins.withLock({ $0.contains(target.origin) })
         else { return false }
         let deadline = Self.deadline(after: timeout)
-        pool.connection(to: target)
-            .flatMap { connection in connection.exchange(request, target: target, deadline: deadline) }
-            .whenComplete { result in
+        // The answer reaches `completion` straight from the connection's handler: no future.
+        let answered: @Sendable (Result<ProviderAnswer, HTTP2ConnectionError>) -> Void = { result in
+            switch result {
+            case .success(let answer): completion(.success(answer))
+            case .failure(let error): self.failed(error, request, target: target, timeout: timeout, completion: completion)
+            }
+        }
+        switch pool.lease(to: target) {
+        case .ready(let connection):
+            connection.exchange(request, target: target, deadline: deadline, completion: answered)
+        case .later(let future):
+            future.whenComplete { result in
                 switch result {
-                case .success(let answer):
-                    completion(.success(answer))
-                case .failure(let error as HTTP2ConnectionError) where error.kind == .notHTTP2:
-                    Task {
-                        do throws(TransportError) {
-                            completion(.success(try await self.sendOverHTTP1(request, target: target, timeout: timeout)))
-                        } catch {
-                            completion(.failure(error))
-                        }
-                    }
-                case .failure(let error):
-                    completion(.failure(Self.transportError(error)))
+                case .success(let connection): connection.exchange(request, target: target, deadline: deadline, completion: answered)
+                case .failure(let error): self.failed(error, request, target: target, timeout: timeout, completion: completion)
                 }
             }
+        }
         return true
+    }
+
+    /// A request started with ``start(_:timeout:completion:)`` that got no answer: an origin
+    /// without HTTP/2 is asked again over HTTP/1.1, anything else is its transport error.
+    func failed(
+        _ error: any Error, _ request: OutgoingRequest, target: RequestTarget, timeout: Duration,
+        completion: @escaping @Sendable (Result<ProviderAnswer, TransportError>) -> Void
+    ) {
+        if let error = error as? HTTP2ConnectionError, error.kind == .notHTTP2 {
+            Task {
+                do throws(TransportError) {
+                    completion(.success(try await self.sendOverHTTP1(request, target: target, timeout: timeout)))
+                } catch {
+                    completion(.failure(error))
+                }
+            }
+            return
+        }
+        completion(.failure(Self.transportError(error)))
     }
 
     /// An origin found not to agree on `h2`: its requests go over HTTP/1.1 from here on.
