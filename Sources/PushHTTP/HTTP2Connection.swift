@@ -51,7 +51,7 @@ final class HTTP2Connection: Sendable {
             // Connection-specific fields are not HTTP/2's (RFC 9113 §8.2.2).
             if Self.connectionSpecific.contains(lowered) { continue }
             // Checked here: the HTTP/2 handler's own validation is off (HTTP2Fields).
-            if let fault = HTTP2Fields.fault(name: lowered, value: value) {
+            if let fault = HTTP2Fields.fault(requestField: lowered, value: value) {
                 let error = HTTP2ConnectionError(kind: .invalidRequest, description: "HTTP/2: the request cannot be sent: \(fault) (RFC 9113 §8.2)")
                 channel.eventLoop.execute { completion(.failure(error)) }
                 return

@@ -9,7 +9,9 @@ import NIOHPACK
 /// - An answer is malformed when a field name is not a lowercase token, a value holds NUL, CR or
 ///   LF, a connection-specific field is present, or its pseudo-header fields are anything but
 ///   one `:status` before the others (no pseudo-header at all in trailers).
-/// - A request's fields given by a sender obey the same rules; the pseudo-header fields are the
+/// - A request's fields given by a sender obey the same rules, and `te` may only say
+///   `trailers`; the connection-specific ones (and `host`, `content-length`) are left out by
+///   the transport before these checks, as they always were. The pseudo-header fields are the
 ///   transport's own, from a ``RequestTarget`` that holds no control character or space.
 ///
 /// A fault is described by what is wrong and the field's name when it is a valid one, never by
@@ -79,8 +81,14 @@ enum HTTP2Fields {
         return nil
     }
 
-    /// What is wrong with a request's regular fields (as a sender gave them, before lowercasing
-    /// and leaving out what the transport writes itself), `nil` when nothing.
+    /// What is wrong with one of a request's regular fields (lowercased), `nil` when nothing: an
+    /// answer's rules, and `te` only as `trailers` (RFC 9113 §8.2.2).
+    static func fault(requestField name: String, value: String) -> String? {
+        if name == "te", value != "trailers" { return "te other than trailers" }
+        return fault(name: name, value: value)
+    }
+
+    /// What is wrong with a regular field of an answer or a request, `nil` when nothing.
     static func fault(name: String, value: String) -> String? {
         guard isName(name) else { return "an invalid field name" }
         guard !isConnectionSpecific(name) else { return "the connection-specific field \(name)" }

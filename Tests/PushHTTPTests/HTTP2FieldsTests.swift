@@ -54,13 +54,16 @@ struct HTTP2FieldsTests {
         #expect(HTTP2Fields.fault(inAnswer: Self.block(fields), trailers: trailers) == fault)
     }
 
-    @Test("a request's fields: lowercase tokens, no NUL, CR or LF, nothing connection-specific")
+    @Test("a request's fields: lowercase tokens, no NUL, CR or LF, nothing connection-specific, te only as trailers")
     func requestFields() {
         #expect(HTTP2Fields.fault(name: "authorization", value: "Bearer ya29.a0_b-c~d+e/f==") == nil)
         #expect(HTTP2Fields.fault(name: "ttl", value: "") == nil)
         #expect(HTTP2Fields.fault(name: "authorization", value: "Bearer a\r\nb") == "the field authorization holds NUL, CR or LF")
         #expect(HTTP2Fields.fault(name: "x:y", value: "1") == "an invalid field name")
         #expect(HTTP2Fields.fault(name: "upgrade", value: "h2c") == "the connection-specific field upgrade")
+        #expect(HTTP2Fields.fault(requestField: "te", value: "trailers") == nil)
+        #expect(HTTP2Fields.fault(requestField: "te", value: "gzip") == "te other than trailers")
+        #expect(HTTP2Fields.fault(requestField: "authorization", value: "a\nb") == "the field authorization holds NUL, CR or LF")
     }
 
     /// The rules written out the slow way, as RFC 9113 §8.2 says them: the model the checks
