@@ -95,7 +95,7 @@ struct HTTP2TransportTests {
             do throws(TransportError) {
                 // The deadline counts from before the connection is made. Alone, a round takes
                 // ~20 ms; in the whole suite on two cores, 3–4 s on average (this test took
-                // 274–400 s there), and CI once saw the first round, against an nginx just
+                // 268–342 s there), and CI once saw the first round, against an nginx just
                 // started, pass 10 s. The stall this test is about (the server's SETTINGS lost)
                 // never answers, whatever the deadline.
                 let answer = try await transport.send(
