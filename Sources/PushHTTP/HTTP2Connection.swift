@@ -19,9 +19,9 @@ final class HTTP2Connection: Sendable {
     /// Requests handed over and not yet started on the loop; whether a drain is scheduled.
     let queue = Mutex<(requests: [PendingRequest], scheduled: Bool)>(([], false))
 
-    /// Header fields that are not HTTP/2's (RFC 9113 §8.2.2); `content-length` is written from
-    /// the body.
-    static let connectionSpecific: Set<String> = ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host", "content-length"]
+    /// Header fields a sender's request leaves out: those that are not HTTP/2's (RFC 9113
+    /// §8.2.2), `host` (`:authority` says it), and `content-length` (written from the body).
+    static let connectionSpecific: Set<String> = HTTP2Fields.connectionSpecific.union(["host", "content-length"])
 
     init(channel: any Channel, handler: HTTP2ClientHandler, flags: ConnectionFlags) {
         self.channel = channel
